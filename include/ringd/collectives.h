@@ -1,0 +1,53 @@
+// Collective operations over a Context. Every rank of the context must call the same collective,
+// with the same count, dtype, op and root, in the same order; otherwise ranks fail with kMismatch or
+// kTimeout (never a wrong result reported as success). Results are bitwise identical on every rank.
+//
+// In place: pass the same pointer as `in` and `out` (for allgather: in == out + rank*count;
+// for reduce_scatter: out == in + rank*count_per_rank).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+
+#include "ringd/transport.h"
+#include "ringd/types.h"
+
+namespace ringd {
+
+enum class AllreduceAlgorithm {
+  kAuto,               // recursive doubling up to small_allreduce_bytes, ring above
+  kRing,               // bandwidth-optimal: reduce-scatter + allgather, pipelined in segments
+  kRecursiveDoubling,  // latency-optimal: log2(n) exchange rounds (plus a fold for non-powers of 2)
+};
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
+AllreduceAlgorithm parse_allreduce_algorithm(const char* text);
+
+// Zero / kAuto fields take their value from the RINGD_* tunables (common/tunables.h).
+struct CollectiveOptions {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  size_t segment_bytes = 0;          // pipeline segment size
+  size_t segments_in_flight = 0;     // receives posted ahead
+  size_t small_allreduce_bytes = 0;  // kAuto threshold (payload bytes); SIZE_MAX = never ring
+  bool small_threshold_set = false;  // true when small_allreduce_bytes is meant literally (even 0)
+  std::chrono::milliseconds timeout{0};  // per blocking wait; 0 = context's timeout
+};
+
+// out = op over ranks of in; `count` elements of `dtype` on every rank.
+void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
+               const CollectiveOptions& options = {});
+
+// Copies root's buffer to every rank (pipelined chain). `buf` is input on root, output elsewhere.
+void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
+               const CollectiveOptions& options = {});
+
+// out[r*count .. (r+1)*count) = in of rank r.
+void allgather(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
+               const CollectiveOptions& options = {});
+
+// out (count_per_rank elements) = op over ranks of in[rank*count_per_rank ..]; `in` holds
+// size*count_per_rank elements.
+void reduce_scatter(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
+                    ReduceOp op, const CollectiveOptions& options = {});
+
+}  // namespace ringd

@@ -1,0 +1,29 @@
+// The mpi transport: Open MPI point-to-point (MPI_Isend/MPI_Irecv) on a duplicated communicator,
+// so ringd's messages never match the application's. Waits poll MPI_Test with a sleeping back-off
+// (no spinning) and honour the context timeout. Only in builds with RINGD_HAVE_MPI.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "ringd/config.h"
+#include "ringd/store.h"
+#include "ringd/transport.h"
+
+#if RINGD_HAVE_MPI
+#include <mpi.h>
+
+namespace ringd {
+
+// Initialises MPI (MPI_THREAD_FUNNELED) if nobody has; finalizes at exit if it initialised it.
+void mpi_ensure_initialized();
+
+// Collective over `comm`: every rank must call it. The context owns a duplicate of `comm`.
+std::unique_ptr<Context> mpi_connect(MPI_Comm comm, std::chrono::milliseconds timeout = {});
+
+// For the tcp transport under mpirun: rank 0 of `comm` serves a TcpStoreServer and broadcasts its
+// address; every rank gets a client. Collective over `comm`.
+std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& secret = {});
+
+}  // namespace ringd
+#endif

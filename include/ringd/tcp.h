@@ -1,0 +1,79 @@
+// The tcp transport: one TCP connection per pair of ranks, served by one epoll I/O thread per
+// process. Sends are writev() straight from the caller's buffer; receives read straight into the
+// destination buffer. Every connection starts with a versioned challenge-response handshake on the
+// job secret (HMAC-SHA256; the secret never crosses the wire). The listening socket stays open for
+// the whole job: connections that fail the handshake (wrong secret, foreign protocol, garbage) are
+// logged and closed without disturbing the job.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ringd/store.h"
+#include "ringd/transport.h"
+
+namespace ringd {
+
+struct TcpOptions {
+  // Address to listen on; also the address published to peers unless advertise_address is set.
+  // Empty = the address of `interface`, or of this host's name, or 127.0.0.1.
+  std::string bind_address;
+  std::string advertise_address;
+  std::string interface;  // e.g. "eth0": listen on and advertise this interface's IPv4 address
+  uint16_t port = 0;      // 0 = any free port
+  std::string secret;     // empty = tunables().job_secret (empty there too = unauthenticated, warned)
+  std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout
+  size_t socket_buffer_bytes = 0;        // 0 = tunables().socket_buffer_bytes
+};
+
+// Publishes this rank's address in `store`, connects to every peer (full mesh) and returns the
+// context. Throws ringd::Error naming the peer that could not be reached or authenticated.
+std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const TcpOptions& options = {});
+
+// A key/value store served over TCP by one process (rank 0), so ringd can run without mpirun:
+// `ringd ... --rank R --size N --rendezvous host:port`. Clients authenticate with the same
+// handshake as pairs.
+class TcpStoreServer {
+ public:
+  // Listens on host:port (port 0 = any free port) and serves until destroyed.
+  TcpStoreServer(const std::string& host, uint16_t port, const std::string& secret = {});
+  ~TcpStoreServer();
+  uint16_t port() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class TcpStore : public Store {
+ public:
+  // Connects (retrying until `timeout`) to a TcpStoreServer.
+  TcpStore(const std::string& host, uint16_t port, const std::string& secret = {},
+           std::chrono::milliseconds timeout = {});
+  ~TcpStore() override;
+  void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A store in a shared directory (one file per key, written atomically): for jobs whose ranks share
+// a filesystem.
+class FileStore : public Store {
+ public:
+  explicit FileStore(std::string directory);
+  void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
+
+ private:
+  std::string directory_;
+};
+
+}  // namespace ringd

@@ -1,0 +1,89 @@
+// The transport interface every collective is written against: a Context (this rank, the world
+// size, one Pair per peer) and asynchronous point-to-point messages on each Pair.
+//
+// Contract shared by every backend (inproc, tcp, mpi):
+//  * Messages on one Pair and one direction are delivered in the order they were posted, and
+//    matched against receives in the order those were posted. Each message carries a 64-bit tag;
+//    a receive whose expected tag or size differs from the arriving message fails with kMismatch
+//    (the ranks are running different collectives) instead of returning wrong data.
+//  * isend/irecv never block. The buffer must stay valid and untouched until the request is done.
+//  * Receives land directly in the caller's buffer (no intermediate copy where the backend can
+//    avoid one).
+//  * Request::wait blocks without busy-polling and throws ringd::Error: kTimeout when the timeout
+//    passes, kPeerLost when the peer's process or connection is gone, kProtocol/kMismatch when the
+//    stream is corrupt. Once a Pair has failed, every later request on it fails the same way.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringd {
+
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Blocks until the operation completes; throws ringd::Error on failure or after `timeout`.
+  virtual void wait(std::chrono::milliseconds timeout) = 0;
+};
+using RequestPtr = std::unique_ptr<Request>;
+
+class Pair {
+ public:
+  virtual ~Pair() = default;
+  virtual int peer_rank() const = 0;
+  // Human-readable description of the peer for error messages, e.g. "rank 3 (10.0.0.4:41000)".
+  virtual std::string peer_description() const = 0;
+  virtual RequestPtr isend(const void* data, size_t bytes, uint64_t tag) = 0;
+  virtual RequestPtr irecv(void* data, size_t bytes, uint64_t tag) = 0;
+};
+
+// A group of `size` ranks with a Pair to every peer. Collectives take a Context&; one Context must
+// be used by one thread at a time (ranks are independent threads or processes).
+class Context {
+ public:
+  // `pairs` has `size` entries; pairs[rank] is null. `keepalive` owns whatever the pairs need
+  // (sockets, I/O thread, hub) and is destroyed after them.
+  Context(int rank, int size, std::string transport_name, std::vector<std::unique_ptr<Pair>> pairs,
+          std::shared_ptr<void> keepalive, std::chrono::milliseconds timeout);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& transport_name() const { return transport_name_; }
+  Pair& pair(int peer);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
+  // Sequence number of collectives started on this context; identical on every rank as long as
+  // all ranks call the same collectives in the same order. Used to build message tags.
+  uint64_t next_operation_id() { return ++operation_id_; }
+
+  // Scratch memory reused across collectives (grows, never shrinks). At least `bytes` long,
+  // 64-byte aligned.
+  void* scratch(size_t bytes);
+
+ private:
+  int rank_;
+  int size_;
+  std::string transport_name_;
+  std::vector<std::unique_ptr<Pair>> pairs_;
+  std::shared_ptr<void> keepalive_;
+  std::chrono::milliseconds timeout_;
+  uint64_t operation_id_ = 0;
+  std::unique_ptr<unsigned char, void (*)(void*)> scratch_{nullptr, nullptr};
+  size_t scratch_bytes_ = 0;
+};
+
+// Message tags: the collective's operation id in the high 40 bits, a per-operation message index in
+// the low 24 bits.
+inline uint64_t make_tag(uint64_t operation_id, uint64_t index) {
+  return (operation_id << 24) | (index & 0xFFFFFF);
+}
+
+}  // namespace ringd

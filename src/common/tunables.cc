@@ -1,0 +1,119 @@
+#include "common/tunables.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "ringd/error.h"
+
+namespace ringd {
+namespace {
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return (value && *value) ? value : nullptr;
+}
+
+std::string read_secret_file(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    RINGD_THROW(kInvalidArgument, "RINGD_JOB_SECRET_FILE=" << path
+                                      << " cannot be read; point it at the job's secret file");
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  std::string secret = contents.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) {
+    RINGD_THROW(kInvalidArgument, "RINGD_JOB_SECRET_FILE=" << path << " is empty");
+  }
+  return secret;
+}
+
+Tunables load() {
+  Tunables t;
+  if (const char* v = env("RINGD_TIMEOUT")) t.timeout = parse_seconds("RINGD_TIMEOUT", v);
+  if (const char* v = env("RINGD_SEGMENT_BYTES")) {
+    t.segment_bytes = parse_bytes("RINGD_SEGMENT_BYTES", v);
+    RINGD_CHECK_ARG(t.segment_bytes >= 64, "RINGD_SEGMENT_BYTES must be at least 64, got " << v);
+  }
+  if (const char* v = env("RINGD_SEGMENTS_IN_FLIGHT")) {
+    t.segments_in_flight = parse_bytes("RINGD_SEGMENTS_IN_FLIGHT", v);
+    RINGD_CHECK_ARG(t.segments_in_flight >= 1 && t.segments_in_flight <= 64,
+                    "RINGD_SEGMENTS_IN_FLIGHT must be 1..64, got " << v);
+  }
+  if (const char* v = env("RINGD_SMALL_ALLREDUCE_BYTES")) {
+    t.small_allreduce_bytes = parse_bytes("RINGD_SMALL_ALLREDUCE_BYTES", v);
+  }
+  if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
+    t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
+  }
+  if (const char* v = env("RINGD_JOB_SECRET")) t.job_secret = v;
+  if (const char* v = env("RINGD_JOB_SECRET_FILE")) {
+    RINGD_CHECK_ARG(t.job_secret.empty(),
+                    "set only one of RINGD_JOB_SECRET and RINGD_JOB_SECRET_FILE");
+    t.job_secret = read_secret_file(v);
+  }
+  if (const char* v = env("RINGD_LOG_LEVEL")) {
+    const std::string s = v;
+    if (s == "error" || s == "0") t.log_level = 0;
+    else if (s == "warn" || s == "1") t.log_level = 1;
+    else if (s == "info" || s == "2") t.log_level = 2;
+    else if (s == "debug" || s == "3") t.log_level = 3;
+    else RINGD_THROW(kInvalidArgument, "RINGD_LOG_LEVEL=" << s << " is not one of error warn info debug");
+  }
+  return t;
+}
+
+}  // namespace
+
+const Tunables& tunables() {
+  static const Tunables instance = load();
+  return instance;
+}
+
+const std::vector<TunableInfo>& tunable_table() {
+  static const std::vector<TunableInfo> table = {
+      {"RINGD_TIMEOUT", "30", "seconds any blocking wait (receive, send, rendezvous) may take"},
+      {"RINGD_SEGMENT_BYTES", "1M", "ring pipeline segment size (bytes; K/M/G suffixes)"},
+      {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
+      {"RINGD_SMALL_ALLREDUCE_BYTES", "64K",
+       "allreduce payloads up to this size use recursive doubling instead of the ring"},
+      {"RINGD_SOCKET_BUFFER_BYTES", "0", "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
+      {"RINGD_JOB_SECRET", "(unset)",
+       "per-job secret for the TCP challenge-response handshake; never sent on the wire"},
+      {"RINGD_JOB_SECRET_FILE", "(unset)", "file holding the job secret (e.g. a mounted Secret)"},
+      {"RINGD_LOG_LEVEL", "warn", "error, warn, info or debug"},
+  };
+  return table;
+}
+
+std::chrono::milliseconds parse_seconds(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds)) {
+    RINGD_THROW(kInvalidArgument, name << "=" << text << " is not a positive number of seconds");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+size_t parse_bytes(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || text[0] == '-') {
+    RINGD_THROW(kInvalidArgument, name << "=" << text << " is not a byte count (e.g. 4096, 64K, 1M)");
+  }
+  unsigned long long scale = 1;
+  const std::string suffix(end);
+  if (suffix.empty() || suffix == "B") scale = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") scale = 1ULL << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") scale = 1ULL << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") scale = 1ULL << 30;
+  else RINGD_THROW(kInvalidArgument, name << "=" << text << " has an unknown unit '" << suffix
+                                          << "' (use K, M or G)");
+  return static_cast<size_t>(value * scale);
+}
+
+}  // namespace ringd

@@ -1,0 +1,5 @@
+#include "ringd/config.h"
+
+namespace ringd {
+const char* version_string() { return RINGD_VERSION; }
+}  // namespace ringd

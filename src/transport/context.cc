@@ -1,0 +1,51 @@
+#include <cstdlib>
+#include <cstring>
+
+#include "ringd/error.h"
+#include "ringd/transport.h"
+
+namespace ringd {
+
+Context::Context(int rank, int size, std::string transport_name,
+                 std::vector<std::unique_ptr<Pair>> pairs, std::shared_ptr<void> keepalive,
+                 std::chrono::milliseconds timeout)
+    : rank_(rank),
+      size_(size),
+      transport_name_(std::move(transport_name)),
+      pairs_(std::move(pairs)),
+      keepalive_(std::move(keepalive)),
+      timeout_(timeout) {
+  RINGD_CHECK_ARG(size >= 1 && rank >= 0 && rank < size,
+                  "invalid rank " << rank << " for world size " << size);
+  RINGD_CHECK_ARG(static_cast<int>(pairs_.size()) == size,
+                  "context for rank " << rank << " has " << pairs_.size() << " pairs, expected "
+                                      << size);
+}
+
+Context::~Context() {
+  pairs_.clear();  // pairs before the device that serves them
+  keepalive_.reset();
+}
+
+Pair& Context::pair(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !pairs_[peer]) {
+    RINGD_THROW(kInternal, "rank " << rank_ << " has no pair to rank " << peer << " (world size "
+                                   << size_ << ")");
+  }
+  return *pairs_[peer];
+}
+
+void* Context::scratch(size_t bytes) {
+  if (bytes > scratch_bytes_ || !scratch_) {
+    const size_t rounded = ((bytes + 63) / 64) * 64 + 64;
+    void* memory = std::aligned_alloc(64, rounded);
+    if (!memory) RINGD_THROW(kIo, "rank " << rank_ << ": cannot allocate " << rounded
+                                          << " bytes of scratch memory");
+    scratch_ = std::unique_ptr<unsigned char, void (*)(void*)>(
+        static_cast<unsigned char*>(memory), std::free);
+    scratch_bytes_ = rounded;
+  }
+  return scratch_.get();
+}
+
+}  // namespace ringd
