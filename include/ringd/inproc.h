@@ -16,7 +16,8 @@ class InprocHub {
   ~InprocHub();
   // Each rank's thread calls connect(rank) once. `timeout` defaults to RINGD_TIMEOUT.
   std::unique_ptr<Context> connect(int rank, std::chrono::milliseconds timeout = {});
-  // Fails every pending and future operation that involves `rank` with kPeerLost (fault tests).
+  // Fails every pending and future operation that involves `rank` with kPeerLost. Happens by
+  // itself when a rank's Context is destroyed; tests also call it to simulate a crash.
   void kill_rank(int rank);
 
   struct State;

@@ -39,6 +39,10 @@ class Pair {
   virtual std::string peer_description() const = 0;
   virtual RequestPtr isend(const void* data, size_t bytes, uint64_t tag) = 0;
   virtual RequestPtr irecv(void* data, size_t bytes, uint64_t tag) = 0;
+  // Best effort, never throws: tells the peer this rank is giving up and why, so the peer fails
+  // with kPeerLost carrying `reason` (which names the root cause) instead of only "connection
+  // lost". Pending and later requests on this pair fail.
+  virtual void abort(const std::string& reason) { (void)reason; }
 };
 
 // A group of `size` ranks with a Pair to every peer. Collectives take a Context&; one Context must
@@ -64,6 +68,12 @@ class Context {
   // all ranks call the same collectives in the same order. Used to build message tags.
   uint64_t next_operation_id() { return ++operation_id_; }
 
+  // After a collective fails the message streams are no longer in step, so the context is
+  // unusable: abort() tells every peer why (see Pair::abort) and makes later collectives fail
+  // at once with the same reason. check_usable() throws kPeerLost if the context was aborted.
+  void abort(const std::string& reason);
+  void check_usable() const;
+
   // Scratch memory reused across collectives (grows, never shrinks). At least `bytes` long,
   // 64-byte aligned.
   void* scratch(size_t bytes);
@@ -76,6 +86,7 @@ class Context {
   std::shared_ptr<void> keepalive_;
   std::chrono::milliseconds timeout_;
   uint64_t operation_id_ = 0;
+  std::string abort_reason_;
   std::unique_ptr<unsigned char, void (*)(void*)> scratch_{nullptr, nullptr};
   size_t scratch_bytes_ = 0;
 };

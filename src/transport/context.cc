@@ -35,6 +35,21 @@ Pair& Context::pair(int peer) {
   return *pairs_[peer];
 }
 
+void Context::abort(const std::string& reason) {
+  if (!abort_reason_.empty()) return;
+  abort_reason_ = reason;
+  for (auto& pair : pairs_) {
+    if (pair) pair->abort(reason);
+  }
+}
+
+void Context::check_usable() const {
+  if (!abort_reason_.empty()) {
+    RINGD_THROW(kPeerLost, "rank " << rank_ << ": this context was aborted by an earlier failure ("
+                                   << abort_reason_ << "); create a new one");
+  }
+}
+
 void* Context::scratch(size_t bytes) {
   if (bytes > scratch_bytes_ || !scratch_) {
     const size_t rounded = ((bytes + 63) / 64) * 64 + 64;

@@ -1,0 +1,198 @@
+// Public entry points: validate arguments, pick the algorithm, and put the operation's context
+// (which collective, sizes, algorithm, rank) in front of any error that escapes.
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "allreduce/broadcast_chain.h"
+#include "allreduce/recursive_doubling.h"
+#include "allreduce/ring.h"
+#include "ringd/collectives.h"
+#include "ringd/error.h"
+
+namespace ringd {
+namespace {
+
+using algo::Chunks;
+using algo::Operation;
+
+void check_buffers(const char* what, const Context& ctx, const void* in, const void* out,
+                   size_t count, DataType dtype) {
+  ctx.check_usable();
+  RINGD_CHECK_ARG(count <= std::numeric_limits<size_t>::max() / 8 / ctx.size(),
+                  what << " on rank " << ctx.rank() << ": count " << count << " is too large");
+  RINGD_CHECK_ARG(count == 0 || (in != nullptr && out != nullptr),
+                  what << " on rank " << ctx.rank() << ": null buffer for " << count << " x "
+                       << dtype_name(dtype));
+}
+
+// Runs body(); if it throws, rethrows the same error code with `describe()` in front.
+template <typename Body, typename Describe>
+void with_context(Context& ctx, Body body, Describe describe) {
+  try {
+    body();
+  } catch (const Error& error) {
+    std::ostringstream os;
+    describe(os);
+    const std::string message =
+        "rank " + std::to_string(ctx.rank()) + ": " + os.str() + " failed: " + error.what();
+    ctx.abort(message);  // peers learn the root cause instead of only "connection lost"
+    throw Error(error.code(), message);
+  }
+}
+
+void copy_if_distinct(void* out, const void* in, size_t bytes) {
+  if (out != in && bytes > 0) std::memcpy(out, in, bytes);
+}
+
+}  // namespace
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kAuto: return "auto";
+    case AllreduceAlgorithm::kRing: return "ring";
+    case AllreduceAlgorithm::kRecursiveDoubling: return "rd";
+  }
+  return "?";
+}
+
+AllreduceAlgorithm parse_allreduce_algorithm(const char* text) {
+  const std::string t = text;
+  if (t == "auto") return AllreduceAlgorithm::kAuto;
+  if (t == "ring") return AllreduceAlgorithm::kRing;
+  if (t == "rd" || t == "recursive-doubling") return AllreduceAlgorithm::kRecursiveDoubling;
+  RINGD_THROW(kInvalidArgument, "unknown allreduce algorithm '" << t << "'; valid: auto ring rd");
+}
+
+void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
+               const CollectiveOptions& options) {
+  check_buffers("allreduce", ctx, in, out, count, dtype);
+  RINGD_CHECK_ARG(reduce_op_supported(dtype, op),
+                  "allreduce on rank " << ctx.rank() << ": op " << reduce_op_name(op)
+                                       << " is not defined for " << dtype_name(dtype)
+                                       << " (avg needs a floating-point type)");
+  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  const size_t bytes = count * dtype_size(dtype);
+  AllreduceAlgorithm algorithm = options.algorithm;
+  if (algorithm == AllreduceAlgorithm::kAuto) {
+    algorithm = bytes <= operation.opts.small_allreduce_bytes
+                    ? AllreduceAlgorithm::kRecursiveDoubling
+                    : AllreduceAlgorithm::kRing;
+  }
+  // Fewer elements than ranks leaves ring chunks empty; recursive doubling is right there anyway.
+  if (algorithm == AllreduceAlgorithm::kRing && count < static_cast<size_t>(ctx.size())) {
+    algorithm = AllreduceAlgorithm::kRecursiveDoubling;
+  }
+  if (count == 0) return;
+  if (ctx.size() == 1) {
+    copy_if_distinct(out, in, bytes);
+    return;
+  }
+  with_context(
+      ctx,
+      [&] {
+        if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
+          copy_if_distinct(out, in, bytes);
+          algo::recursive_doubling_allreduce(operation, out, count, dtype, op);
+          return;
+        }
+        const Chunks chunks(count, ctx.size());
+        algo::RingPass pass;
+        pass.input = in;
+        pass.work = out;
+        pass.count = count;
+        pass.dtype = dtype;
+        pass.op = op;
+        pass.reduce_steps = ctx.size() - 1;
+        pass.copy_steps = ctx.size() - 1;
+        pass.chunks = &chunks;
+        algo::run_ring(operation, pass);
+      },
+      [&](std::ostream& os) {
+        os << "allreduce #" << operation.id << " (" << count << " x " << dtype_name(dtype) << " "
+           << reduce_op_name(op) << ", " << allreduce_algorithm_name(algorithm) << ", "
+           << ctx.transport_name() << ")";
+      });
+}
+
+void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
+               const CollectiveOptions& options) {
+  check_buffers("broadcast", ctx, buf, buf, count, dtype);
+  RINGD_CHECK_ARG(root >= 0 && root < ctx.size(), "broadcast on rank " << ctx.rank() << ": root "
+                                                      << root << " is not a rank of this job (size "
+                                                      << ctx.size() << ")");
+  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  if (count == 0 || ctx.size() == 1) return;
+  with_context(
+      ctx, [&] { algo::chain_broadcast(operation, buf, count * dtype_size(dtype), root); },
+      [&](std::ostream& os) {
+        os << "broadcast #" << operation.id << " (" << count << " x " << dtype_name(dtype)
+           << " from root " << root << ", " << ctx.transport_name() << ")";
+      });
+}
+
+void allgather(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
+               const CollectiveOptions& options) {
+  check_buffers("allgather", ctx, in, out, count_per_rank, dtype);
+  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  const size_t elem = dtype_size(dtype);
+  if (count_per_rank == 0) return;
+  copy_if_distinct(static_cast<char*>(out) + ctx.rank() * count_per_rank * elem, in,
+                   count_per_rank * elem);
+  if (ctx.size() == 1) return;
+  with_context(
+      ctx,
+      [&] {
+        const Chunks chunks(count_per_rank * ctx.size(), ctx.size());
+        algo::RingPass pass;
+        pass.work = out;
+        pass.count = count_per_rank * ctx.size();
+        pass.dtype = dtype;
+        pass.copy_steps = ctx.size() - 1;
+        pass.chunks = &chunks;
+        algo::run_ring(operation, pass);
+      },
+      [&](std::ostream& os) {
+        os << "allgather #" << operation.id << " (" << count_per_rank << " x "
+           << dtype_name(dtype) << " per rank, " << ctx.transport_name() << ")";
+      });
+}
+
+void reduce_scatter(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
+                    ReduceOp op, const CollectiveOptions& options) {
+  check_buffers("reduce_scatter", ctx, in, out, count_per_rank, dtype);
+  RINGD_CHECK_ARG(reduce_op_supported(dtype, op),
+                  "reduce_scatter on rank " << ctx.rank() << ": op " << reduce_op_name(op)
+                                            << " is not defined for " << dtype_name(dtype));
+  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  const size_t elem = dtype_size(dtype);
+  if (count_per_rank == 0) return;
+  if (ctx.size() == 1) {
+    copy_if_distinct(out, in, count_per_rank * elem);
+    return;
+  }
+  with_context(
+      ctx,
+      [&] {
+        const Chunks chunks(count_per_rank * ctx.size(), ctx.size());
+        algo::RingPass pass;
+        pass.input = in;
+        pass.work = nullptr;  // scratch: the other ranks' partial chunks
+        pass.result_chunk = out;
+        pass.result_chunk_index = ctx.rank();
+        pass.count = count_per_rank * ctx.size();
+        pass.dtype = dtype;
+        pass.op = op;
+        pass.reduce_steps = ctx.size() - 1;
+        pass.shift = -1;
+        pass.chunks = &chunks;
+        algo::run_ring(operation, pass);
+      },
+      [&](std::ostream& os) {
+        os << "reduce_scatter #" << operation.id << " (" << count_per_rank << " x "
+           << dtype_name(dtype) << " " << reduce_op_name(op) << " per rank, "
+           << ctx.transport_name() << ")";
+      });
+}
+
+}  // namespace ringd

@@ -1,0 +1,29 @@
+#include "allreduce/plan.h"
+
+#include "common/tunables.h"
+
+namespace ringd::algo {
+
+Resolved resolve(const Context& ctx, const CollectiveOptions& options) {
+  const Tunables& t = tunables();
+  Resolved r;
+  r.segment_bytes = options.segment_bytes ? options.segment_bytes : t.segment_bytes;
+  r.segments_in_flight =
+      options.segments_in_flight ? options.segments_in_flight : t.segments_in_flight;
+  r.small_allreduce_bytes = options.small_threshold_set || options.small_allreduce_bytes
+                                ? options.small_allreduce_bytes
+                                : t.small_allreduce_bytes;
+  r.timeout = options.timeout.count() ? options.timeout : ctx.timeout();
+  return r;
+}
+
+Chunks::Chunks(size_t count, int parts) : offsets(static_cast<size_t>(parts) + 1) {
+  const size_t base = count / parts;
+  const size_t extra = count % parts;
+  offsets[0] = 0;
+  for (int i = 0; i < parts; ++i) {
+    offsets[i + 1] = offsets[i] + base + (static_cast<size_t>(i) < extra ? 1 : 0);
+  }
+}
+
+}  // namespace ringd::algo
