@@ -1,0 +1,66 @@
+// Everything one tcp context owns: its I/O loop (one epoll thread), the listening socket (open for
+// the context's whole life, rejecting intruders), and one PairChannel per peer. tcp_connect()
+// builds it and hands it to Context as the keepalive, so it is destroyed after the pairs.
+//
+// Mesh rule: rank i dials every rank j < i; rank j accepts from every rank above it and learns who
+// is calling from the authenticated HELLO.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/tcp/acceptor.h"
+#include "transport/tcp/io_loop.h"
+#include "transport/tcp/pair.h"
+
+namespace ringd::tcp {
+
+struct ResolvedTcpOptions {
+  std::string bind_host;
+  std::string advertise_host;
+  uint16_t port = 0;
+  std::string secret;
+  std::chrono::milliseconds timeout{0};
+  size_t socket_buffer_bytes = 0;
+};
+
+class TcpDevice {
+ public:
+  TcpDevice(int rank, int size, const ResolvedTcpOptions& options);
+  ~TcpDevice();  // stops the I/O thread, closes every socket; never blocks on a peer
+  TcpDevice(const TcpDevice&) = delete;
+  TcpDevice& operator=(const TcpDevice&) = delete;
+
+  const std::string& listen_address() const { return listen_address_; }  // advertised host:port
+  std::shared_ptr<PairChannel> channel(int peer) const { return channels_[peer]; }
+  // A socket this rank dialed to `peer` (< rank) and authenticated.
+  void attach_dialed(int peer, const std::string& peer_address, Fd socket);
+  // Blocks until every rank above this one has connected. At the deadline throws kAuth when
+  // a connection claiming a missing rank failed the secret check, else kTimeout.
+  void wait_for_acceptances(Deadline deadline);
+
+ private:
+  std::string admit(const HelloInfo& hello);  // the I/O thread
+  void on_admitted(Fd socket, const HelloInfo& hello);
+  void on_rejected(const HelloInfo* hello, ErrorCode code, const std::string& reason);
+
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  IoLoop loop_;  // declared first: destroyed last
+  std::vector<std::shared_ptr<PairChannel>> channels_;
+  std::shared_ptr<Acceptor> acceptor_;
+  std::string listen_address_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<bool> connected_;          // guarded by mutex_
+  std::string last_rejection_;           // guarded by mutex_
+  bool auth_failed_for_missing_ = false;  // guarded by mutex_
+};
+
+}  // namespace ringd::tcp

@@ -1,0 +1,149 @@
+// PairChannel's thread-facing half (posting, waiting, failing) and the Pair/Request handles.
+// The I/O thread's half is pair_io.cc.
+#include "transport/tcp/pair.h"
+
+#include <cstdio>
+
+#include "transport/tcp/handshake.h"
+
+namespace ringd::tcp {
+
+Error capture_error(const std::function<void()>& thrower) {
+  try {
+    thrower();
+  } catch (const Error& error) {
+    return error;
+  }
+  return Error(ErrorCode::kInternal, "capture_error: nothing was thrown");
+}
+
+std::string describe_tag(uint64_t tag) {
+  char text[96];
+  std::snprintf(text, sizeof(text), "tag 0x%llx (operation %llu, message %llu)",
+                static_cast<unsigned long long>(tag), static_cast<unsigned long long>(tag >> 24),
+                static_cast<unsigned long long>(tag & 0xFFFFFF));
+  return text;
+}
+
+PairChannel::PairChannel(int rank, int peer, IoLoop& loop) : rank_(rank), peer_(peer), loop_(loop) {}
+
+PairChannel::~PairChannel() = default;
+
+void PairChannel::set_peer_address(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peer_address_ = address;
+}
+
+std::string PairChannel::description() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return "rank " + std::to_string(peer_) + " (" + peer_address_ + ")";
+}
+
+std::string PairChannel::describe_op(const PairOp& op) const {
+  return std::to_string(op.bytes) + " bytes (" + describe_tag(op.tag) + ") " +
+         (op.is_send ? "to" : "from") + " peer rank " + std::to_string(peer_) + " (" +
+         peer_address_ + ")";
+}
+
+void PairChannel::attach(Fd socket) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) return;  // closed while connecting: drop the socket
+    socket_ = std::move(socket);
+    loop_id_ = loop_.add(socket_.get(), shared_from_this());
+  }
+  loop_.wake(loop_id_);
+}
+
+std::shared_ptr<PairOp> PairChannel::post(bool is_send, const void* data, size_t bytes,
+                                          uint64_t tag) {
+  auto op = std::make_shared<PairOp>();
+  op->is_send = is_send;
+  op->data = static_cast<char*>(const_cast<void*>(data));
+  op->bytes = bytes;
+  op->tag = tag;
+  op->header = MessageHeader{kDataMagic | kProtocolVersion, 0, tag, bytes};
+  IoLoop::Id wake_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) {
+      op->done = true;
+      op->error = failed_;
+      return op;
+    }
+    auto& queue = is_send ? sends_ : recvs_;
+    // A non-empty queue is already being worked on by the I/O thread.
+    if (queue.empty()) wake_id = loop_id_;
+    queue.push_back(op);
+  }
+  if (wake_id != 0) loop_.wake(wake_id);
+  return op;
+}
+
+void PairChannel::wait(PairOp& op, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto bounded = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
+  if (!completed_.wait_for(lock, bounded, [&] { return op.done; })) {
+    const Error error = RINGD_MAKE_ERROR(
+        kTimeout, "rank " << rank_ << ": timed out after " << timeout.count() << " ms waiting to "
+                          << (op.is_send ? "send " : "receive ") << describe_op(op)
+                          << " — the peer is stuck, slower than RINGD_TIMEOUT, or running a "
+                             "different collective; the connection is now closed");
+    fail_locked(error);
+    throw error;
+  }
+  if (op.error) throw *op.error;
+}
+
+void PairChannel::close(const Error& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail_locked(error);
+}
+
+void PairChannel::fail_locked(const Error& error) {
+  if (failed_) return;
+  failed_ = error;
+  for (auto* queue : {&sends_, &recvs_}) {
+    for (auto& op : *queue) {
+      op->done = true;
+      op->error = error;
+    }
+    queue->clear();
+  }
+  if (socket_.valid()) {
+    loop_.remove(loop_id_, socket_.get());
+    socket_.reset();
+  }
+  completed_.notify_all();
+}
+
+namespace {
+
+class TcpRequest : public Request {
+ public:
+  TcpRequest(std::shared_ptr<PairChannel> channel, std::shared_ptr<PairOp> op)
+      : channel_(std::move(channel)), op_(std::move(op)) {}
+  void wait(std::chrono::milliseconds timeout) override { channel_->wait(*op_, timeout); }
+
+ private:
+  std::shared_ptr<PairChannel> channel_;
+  std::shared_ptr<PairOp> op_;
+};
+
+}  // namespace
+
+TcpPair::~TcpPair() {
+  channel_->close(RINGD_MAKE_ERROR(
+      kInvalidArgument, "the tcp pair to peer " << channel_->description()
+                                                << " was closed (its context was destroyed)"));
+}
+
+RequestPtr TcpPair::isend(const void* data, size_t bytes, uint64_t tag) {
+  return std::make_unique<TcpRequest>(channel_, channel_->post(true, data, bytes, tag));
+}
+
+RequestPtr TcpPair::irecv(void* data, size_t bytes, uint64_t tag) {
+  return std::make_unique<TcpRequest>(channel_, channel_->post(false, data, bytes, tag));
+}
+
+}  // namespace ringd::tcp

@@ -1,0 +1,126 @@
+// One rank-to-rank TCP connection after its handshake.
+//
+// Data messages (both directions, independently: full duplex):
+//   MessageHeader {magic/version u32, flags u32, tag u64, bytes u64} (24 bytes, little-endian),
+//   then `bytes` of payload.
+//
+// isend/irecv only queue an operation (and wake the I/O loop when its queue was empty); the I/O
+// thread does all socket I/O, holding the channel's mutex:
+//   * sends: sendmsg() of header + payload straight from the caller's buffer (several queued
+//     messages per call, up to kMaxSendIovecs pieces), resumed after partial writes;
+//   * receives: read a header, match it against the FIRST posted receive (same tag and byte count,
+//     else kMismatch), then read the payload straight into that receive's buffer. A header that
+//     arrives before any receive is posted stops reading on this socket until one is posted: the
+//     payload stays in the kernel (backpressure), never in a user-space buffer.
+// The first failure (peer lost, corrupt stream, mismatch, a timed-out wait) fails the whole pair:
+// the socket is closed, so no buffer is touched afterwards, and every pending and future request
+// throws that error.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "ringd/error.h"
+#include "ringd/transport.h"
+#include "transport/tcp/io_loop.h"
+#include "transport/tcp/socket.h"
+
+namespace ringd::tcp {
+
+struct MessageHeader {
+  uint32_t magic_version;
+  uint32_t flags;
+  uint64_t tag;
+  uint64_t bytes;
+};
+static_assert(sizeof(MessageHeader) == 24, "MessageHeader is 24 bytes on the wire");
+constexpr uint32_t kDataMagic = 0x52440000u;  // "RD" + protocol version in the low 16 bits
+
+// One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
+struct PairOp {
+  bool is_send = false;
+  char* data = nullptr;
+  size_t bytes = 0;
+  uint64_t tag = 0;
+  MessageHeader header{};  // sends: what goes on the wire before the payload
+  size_t progress = 0;     // sends: header + payload bytes written
+  bool done = false;
+  std::optional<Error> error;
+};
+
+class PairChannel : public IoHandler, public std::enable_shared_from_this<PairChannel> {
+ public:
+  PairChannel(int rank, int peer, IoLoop& loop);
+  ~PairChannel() override;
+
+  // "rank 3 (10.0.0.4:41000)". The address is the peer's advertised listening address.
+  void set_peer_address(const std::string& address);
+  std::string description() const;
+  int peer() const { return peer_; }
+
+  // Takes over the connected, authenticated socket and starts serving it on the loop.
+  void attach(Fd socket);
+  std::shared_ptr<PairOp> post(bool is_send, const void* data, size_t bytes, uint64_t tag);
+  // Blocks (condition variable) until `op` is done; throws its error, or kTimeout (which fails
+  // the pair) after `timeout`.
+  void wait(PairOp& op, std::chrono::milliseconds timeout);
+  // Fails the pair with `error` and closes the socket. Any thread.
+  void close(const Error& error);
+
+  void on_io(uint32_t events) override;  // the loop thread
+
+ private:
+  void fail_locked(const Error& error);
+  bool progress_send_locked();  // returns whether an operation completed
+  bool progress_recv_locked();
+  bool read_header_locked(bool* made_progress);
+  void lost_locked(int error, const char* what);
+  std::string describe_op(const PairOp& op) const;
+
+  const int rank_;
+  const int peer_;
+  IoLoop& loop_;
+  mutable std::mutex mutex_;
+  std::condition_variable completed_;
+  std::string peer_address_;
+  Fd socket_;
+  IoLoop::Id loop_id_ = 0;
+  std::optional<Error> failed_;
+  std::deque<std::shared_ptr<PairOp>> sends_;
+  std::deque<std::shared_ptr<PairOp>> recvs_;
+  // Receive state: the next message's header (possibly partly read) and the matched payload.
+  MessageHeader incoming_{};
+  size_t incoming_header_got_ = 0;
+  bool have_header_ = false;
+  bool matched_ = false;
+  size_t payload_got_ = 0;
+};
+
+// The ringd::Pair handed to Context. Destroying it closes the connection.
+class TcpPair : public Pair {
+ public:
+  explicit TcpPair(std::shared_ptr<PairChannel> channel) : channel_(std::move(channel)) {}
+  ~TcpPair() override;
+  int peer_rank() const override { return channel_->peer(); }
+  std::string peer_description() const override { return channel_->description(); }
+  RequestPtr isend(const void* data, size_t bytes, uint64_t tag) override;
+  RequestPtr irecv(void* data, size_t bytes, uint64_t tag) override;
+
+ private:
+  std::shared_ptr<PairChannel> channel_;
+};
+
+// Formats a tag as "tag 0x... (operation N, message M)" (see make_tag).
+std::string describe_tag(uint64_t tag);
+
+// Builds an Error with the same [file:line] breadcrumb RINGD_THROW would add, to store it.
+#define RINGD_MAKE_ERROR(code, stream_expr) \
+  ::ringd::tcp::capture_error([&] { RINGD_THROW(code, stream_expr); })
+Error capture_error(const std::function<void()>& thrower);
+
+}  // namespace ringd::tcp

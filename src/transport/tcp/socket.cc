@@ -1,0 +1,276 @@
+#include "transport/tcp/socket.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "ringd/error.h"
+
+namespace ringd::tcp {
+
+int64_t remaining_ms(Deadline deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? left.count() : 0;
+}
+
+Fd& Fd::operator=(Fd&& other) noexcept {
+  if (this != &other) reset(other.release());
+  return *this;
+}
+
+int Fd::release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void Fd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::string errno_text(int error) {
+  char buffer[128];
+  return strerror_r(error, buffer, sizeof(buffer));  // GNU variant returns the message
+}
+
+Endpoint parse_endpoint(const std::string& text, const std::string& what) {
+  const size_t colon = text.rfind(':');
+  char* end = nullptr;
+  const unsigned long port =
+      colon == std::string::npos ? 0 : std::strtoul(text.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || end == text.c_str() + colon + 1 || *end != '\0' ||
+      port == 0 || port > 65535) {
+    RINGD_THROW(kProtocol, what << ": '" << text << "' is not a host:port address");
+  }
+  return Endpoint{text.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
+namespace {
+
+bool resolve_ipv4(const std::string& host, in_addr* out) {
+  if (::inet_pton(AF_INET, host.c_str(), out) == 1) return true;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0 || !result) return false;
+  *out = reinterpret_cast<sockaddr_in*>(result->ai_addr)->sin_addr;
+  ::freeaddrinfo(result);
+  return true;
+}
+
+std::string format_ipv4(const in_addr& address) {
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &address, text, sizeof(text));
+  return text;
+}
+
+sockaddr_in make_sockaddr(const std::string& host, uint16_t port, const char* what) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  if (!resolve_ipv4(host, &address.sin_addr)) {
+    RINGD_THROW(kIo, what << ": cannot resolve host '" << host << "' to an IPv4 address");
+  }
+  return address;
+}
+
+}  // namespace
+
+std::string default_host_address(const std::string& interface) {
+  if (!interface.empty()) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) RINGD_THROW(kIo, "getifaddrs failed: " << errno_text(errno));
+    std::string found;
+    for (ifaddrs* entry = list; entry; entry = entry->ifa_next) {
+      if (entry->ifa_addr && entry->ifa_addr->sa_family == AF_INET && interface == entry->ifa_name) {
+        found = format_ipv4(reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr);
+        break;
+      }
+    }
+    ::freeifaddrs(list);
+    RINGD_CHECK_ARG(!found.empty(), "network interface '" << interface
+                                        << "' has no IPv4 address; pick another with --interface");
+    return found;
+  }
+  char name[256] = {};
+  in_addr address{};
+  if (::gethostname(name, sizeof(name) - 1) == 0 && resolve_ipv4(name, &address)) {
+    return format_ipv4(address);
+  }
+  return "127.0.0.1";
+}
+
+void set_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    RINGD_THROW(kIo, "fcntl(O_NONBLOCK) failed: " << errno_text(errno));
+  }
+}
+
+void set_nodelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void set_buffer_sizes(int fd, size_t bytes) {
+  if (bytes == 0) return;
+  const int value = bytes > (1u << 30) ? (1 << 30) : static_cast<int>(bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, sizeof(value));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof(value));
+}
+
+Fd listen_on(const std::string& host, uint16_t port, size_t buffer_bytes) {
+  const std::string where = host + ":" + std::to_string(port);
+  const sockaddr_in address = make_sockaddr(host, port, "listen");
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) RINGD_THROW(kIo, "socket() for listening on " << where << ": " << errno_text(errno));
+  const int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  set_buffer_sizes(fd.get(), buffer_bytes);  // before listen(), so accepted sockets inherit it
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    RINGD_THROW(kIo, "cannot listen on " << where << ": bind: " << errno_text(errno)
+                                         << " (is the port in use? use port 0 for any free port)");
+  }
+  if (::listen(fd.get(), 512) != 0) {
+    RINGD_THROW(kIo, "cannot listen on " << where << ": " << errno_text(errno));
+  }
+  return fd;
+}
+
+uint16_t local_port(int fd) {
+  sockaddr_in address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+  return ntohs(address.sin_port);
+}
+
+std::string remote_address(int fd) {
+  sockaddr_in address{};
+  socklen_t length = sizeof(address);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+      address.sin_family != AF_INET) {
+    return "unknown peer";
+  }
+  return format_ipv4(address.sin_addr) + ":" + std::to_string(ntohs(address.sin_port));
+}
+
+Fd connect_to(const Endpoint& endpoint, size_t buffer_bytes, Deadline deadline, int* error) {
+  const sockaddr_in address = make_sockaddr(endpoint.host, endpoint.port, "connect");
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) RINGD_THROW(kIo, "socket() for connecting to " << endpoint.to_string() << ": "
+                                                                  << errno_text(errno));
+  set_buffer_sizes(fd.get(), buffer_bytes);
+  *error = 0;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    if (errno != EINPROGRESS) {
+      *error = errno;
+      return Fd();
+    }
+    pollfd entry{fd.get(), POLLOUT, 0};
+    const int ready = ::poll(&entry, 1, static_cast<int>(remaining_ms(deadline)));
+    if (ready <= 0) {
+      *error = ready == 0 ? ETIMEDOUT : errno;
+      return Fd();
+    }
+    socklen_t length = sizeof(*error);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, error, &length);
+    if (*error != 0) return Fd();
+  }
+  set_nodelay(fd.get());
+  return fd;
+}
+
+namespace {
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+IoStatus wait_ready(int fd, short events, Deadline deadline, int* error) {
+  for (;;) {
+    const int64_t left = remaining_ms(deadline);
+    if (left <= 0) return IoStatus::kTimeout;
+    pollfd entry{fd, events, 0};
+    const int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (ready > 0) return IoStatus::kOk;
+    if (ready < 0 && errno != EINTR) {
+      *error = errno;
+      return IoStatus::kError;
+    }
+  }
+}
+
+}  // namespace
+
+IoStatus send_all(int fd, const void* data, size_t bytes, Deadline deadline, int* error) {
+  const char* cursor = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t sent = ::send(fd, cursor, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent > 0) {
+      cursor += sent;
+      bytes -= static_cast<size_t>(sent);
+    } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const IoStatus status = wait_ready(fd, POLLOUT, deadline, error);
+      if (status != IoStatus::kOk) return status;
+    } else if (sent < 0 && errno != EINTR) {
+      *error = errno;
+      return (errno == EPIPE || errno == ECONNRESET) ? IoStatus::kClosed : IoStatus::kError;
+    }
+  }
+  return IoStatus::kOk;
+}
+
+IoStatus recv_exact(int fd, void* data, size_t bytes, Deadline deadline, int* error) {
+  char* cursor = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t got = ::recv(fd, cursor, bytes, MSG_DONTWAIT);
+    if (got > 0) {
+      cursor += got;
+      bytes -= static_cast<size_t>(got);
+    } else if (got == 0) {
+      *error = 0;
+      return IoStatus::kClosed;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      const IoStatus status = wait_ready(fd, POLLIN, deadline, error);
+      if (status != IoStatus::kOk) return status;
+    } else if (errno != EINTR) {
+      *error = errno;
+      return errno == ECONNRESET ? IoStatus::kClosed : IoStatus::kError;
+    }
+  }
+  return IoStatus::kOk;
+}
+
+std::string io_status_text(IoStatus status, int error) {
+  switch (status) {
+    case IoStatus::kOk: return "ok";
+    case IoStatus::kTimeout: return "timed out";
+    case IoStatus::kClosed:
+      return error ? "connection lost (" + errno_text(error) + ")" : "connection closed by peer";
+    case IoStatus::kError: return errno_text(error);
+  }
+  return "unknown";
+}
+
+void random_bytes(void* out, size_t bytes) {
+  char* cursor = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t got = ::getrandom(cursor, bytes, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      RINGD_THROW(kIo, "getrandom failed: " << errno_text(errno));
+    }
+    cursor += got;
+    bytes -= static_cast<size_t>(got);
+  }
+}
+
+}  // namespace ringd::tcp

@@ -1,0 +1,76 @@
+// Helpers for the tcp transport tests: one thread per rank in this process, a shared MemoryStore,
+// loopback only.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringd/error.h"
+#include "ringd/store.h"
+#include "ringd/tcp.h"
+#include "ringd/transport.h"
+
+namespace ringd::testing {
+
+inline TcpOptions loopback_options(std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                   const std::string& secret = "test-secret") {
+  TcpOptions options;
+  options.bind_address = "127.0.0.1";
+  options.secret = secret;
+  options.timeout = timeout;
+  return options;
+}
+
+// Runs body(rank) on `size` threads and rethrows the first exception any of them threw.
+inline void run_ranks(int size, const std::function<void(int rank)>& body) {
+  std::mutex mutex;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        body(rank);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (first) std::rethrow_exception(first);
+}
+
+// Connects `size` ranks over loopback (each rank's tcp_connect on its own thread).
+inline std::vector<std::unique_ptr<Context>> connect_ranks(
+    int size, Store& store, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  std::vector<std::unique_ptr<Context>> contexts(size);
+  run_ranks(size, [&](int rank) {
+    contexts[rank] = tcp_connect(store, rank, size, loopback_options(timeout));
+  });
+  return contexts;
+}
+
+// Runs `body` and returns the ringd::Error it throws (fails the test if it throws nothing).
+template <typename Body>
+Error expect_error(Body&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error;
+  }
+  ADD_FAILURE() << "expected a ringd::Error";
+  return Error(ErrorCode::kInternal, "nothing thrown");
+}
+
+}  // namespace ringd::testing
+
+// EXPECT_THAT(text, HasSubstr(part)) without gmock.
+#define RINGD_EXPECT_CONTAINS(text, part)                                                    \
+  EXPECT_NE(std::string(text).find(part), std::string::npos)                                 \
+      << "expected to find \"" << (part) << "\" in:\n" << (text)
