@@ -1,2 +1,3 @@
-// Placeholder until the CLI lands.
-int main() { return 0; }
+#include "launcher/cli.h"
+
+int main(int argc, char** argv) { return ringd::launcher::run_command_line(argc, argv); }

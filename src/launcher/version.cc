@@ -1,3 +1,5 @@
+#include "launcher/version.h"
+
 #include "ringd/config.h"
 
 namespace ringd {

@@ -1,0 +1,108 @@
+// The bench's table, footer and JSON lines (nccl-tests layout, exact JSON keys).
+#include "launcher/bench_report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace ringd::launcher {
+namespace {
+
+TEST(BenchReport, BusBandwidthFactorsFollowNcclTests) {
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllreduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllreduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllgather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllreduce, 1), 0.0);
+}
+
+TEST(BenchReport, MakeRowComputesBandwidths) {
+  const BenchRow row = make_row(Collective::kAllreduce, 4000000, 1000000, DataType::kFloat32,
+                                ReduceOp::kSum, 3, 4, "mpi", 2000.0, 0);
+  EXPECT_DOUBLE_EQ(row.algbw_gbps, 2.0);  // 4 MB in 2 ms
+  EXPECT_DOUBLE_EQ(row.busbw_gbps, 3.0);
+  EXPECT_EQ(row.root, -1);  // root only means something for broadcast
+  const BenchRow broadcast = make_row(Collective::kBroadcast, 100, 25, DataType::kFloat32,
+                                      ReduceOp::kSum, 3, 4, "tcp", 0.0, -1);
+  EXPECT_EQ(broadcast.root, 3);
+  EXPECT_DOUBLE_EQ(broadcast.algbw_gbps, 0.0);  // no division by a zero time
+}
+
+TEST(BenchReport, RowLayout) {
+  const BenchRow row = make_row(Collective::kAllreduce, 4096, 1024, DataType::kFloat32,
+                                ReduceOp::kSum, 0, 4, "mpi", 52.3125, 0);
+  EXPECT_EQ(format_row(row),
+            "        4096          1024     float     sum      -1    52.31    0.078    0.117       0\n");
+  BenchRow slow = make_row(Collective::kBroadcast, 67108864, 16777216, DataType::kBFloat16,
+                           ReduceOp::kSum, 2, 4, "tcp", 123456.0, -1);
+  EXPECT_EQ(format_row(slow),
+            "    67108864      16777216  bfloat16    none       2   123456    0.544    0.544     N/A\n");
+}
+
+TEST(BenchReport, HeaderNamesTheRunAndColumns) {
+  ReportHeader header;
+  header.collective = Collective::kAllreduce;
+  header.ranks = 8;
+  header.transport = "tcp";
+  header.dtype = DataType::kFloat16;
+  header.op = ReduceOp::kMax;
+  header.algorithm = "ring";
+  const std::string text = format_header(header);
+  for (const char* part : {"ranks: 8", "transport: tcp", "dtype: half", "op: max",
+                           "algorithm: ring", "size", "count", "type", "redop", "root", "time",
+                           "algbw", "busbw", "#wrong"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << " missing from\n" << text;
+  }
+  for (size_t start = 0; start < text.size();) {  // every header line is a comment
+    EXPECT_EQ(text[start], '#');
+    start = text.find('\n', start) + 1;
+  }
+}
+
+TEST(BenchReport, FooterCountsWrongValuesAndAveragesBusBandwidth) {
+  std::vector<BenchRow> rows = {
+      make_row(Collective::kAllgather, 1000, 250, DataType::kFloat32, ReduceOp::kSum, 0, 2, "tcp",
+               1.0, 0),
+      make_row(Collective::kAllgather, 3000, 750, DataType::kFloat32, ReduceOp::kSum, 0, 2, "tcp",
+               1.0, 0)};
+  EXPECT_EQ(format_footer(rows),
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth : 1\n#\n");
+  rows[1].wrong = 7;
+  EXPECT_NE(format_footer(rows).find("# Out of bounds values : 7 FAILED"), std::string::npos);
+}
+
+TEST(BenchReport, JsonHasExactlyTheDocumentedKeys) {
+  const BenchRow row = make_row(Collective::kReduceScatter, 8192, 2048, DataType::kInt32,
+                                ReduceOp::kProd, 0, 4, "inproc", 10.0, 0);
+  const std::string line = format_json(row);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const nlohmann::json object = nlohmann::json::parse(line);
+  std::vector<std::string> keys;
+  for (const auto& item : object.items()) keys.push_back(item.key());
+  std::sort(keys.begin(), keys.end());
+  const std::vector<std::string> expected = {"algbw_GBps", "busbw_GBps", "bytes", "count", "dtype",
+                                             "op", "ranks", "redop", "time_us", "transport",
+                                             "wrong"};
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(object["op"], "reducescatter");
+  EXPECT_EQ(object["redop"], "prod");
+  EXPECT_EQ(object["dtype"], "int32");
+  EXPECT_EQ(object["bytes"], 8192);
+  EXPECT_EQ(object["count"], 2048);
+  EXPECT_EQ(object["ranks"], 4);
+  EXPECT_EQ(object["transport"], "inproc");
+  EXPECT_DOUBLE_EQ(object["algbw_GBps"].get<double>(), 0.8192);
+  EXPECT_DOUBLE_EQ(object["busbw_GBps"].get<double>(), 0.8192 * 0.75);
+  EXPECT_EQ(object["wrong"], 0);
+
+  BenchRow unchecked = row;
+  unchecked.wrong = -1;
+  EXPECT_TRUE(nlohmann::json::parse(format_json(unchecked))["wrong"].is_null());
+}
+
+}  // namespace
+}  // namespace ringd::launcher
