@@ -30,17 +30,8 @@ ReadResult read_some(int fd, uint8_t* into, size_t want, size_t* got, int* error
   return ReadResult::kComplete;
 }
 
-// Handshake replies are a few hundred bytes on a fresh socket: they fit the send buffer at once.
 bool send_now(int fd, const std::vector<uint8_t>& message) {
-  size_t sent = 0;
-  while (sent < message.size()) {
-    const ssize_t n =
-        ::send(fd, message.data() + sent, message.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) sent += static_cast<size_t>(n);
-    else if (n < 0 && errno == EINTR) continue;
-    else return false;
-  }
-  return true;
+  return send_immediately(fd, message.data(), message.size());
 }
 
 std::string claimed(const HelloInfo& hello) {
@@ -63,13 +54,13 @@ bool AcceptHandshake::read_message(int fd) {
       codec::ParsedHeader parsed;
       const std::string problem = codec::parse_header(header_, &parsed);
       if (!problem.empty()) {
-        reject(fd, HandshakeStatus::kProtocol, ErrorCode::kProtocol, problem);
+        reject(HandshakeStatus::kProtocol, ErrorCode::kProtocol, problem);
         return false;
       }
       const uint32_t expected = static_cast<uint32_t>(hello_done_ ? HandshakeType::kProof
                                                                   : HandshakeType::kHello);
       if (parsed.type != expected) {
-        reject(fd, HandshakeStatus::kProtocol, ErrorCode::kProtocol,
+        reject(HandshakeStatus::kProtocol, ErrorCode::kProtocol,
                "unexpected handshake message type " + std::to_string(parsed.type) +
                    " (expected " + std::to_string(expected) + ")");
         return false;
@@ -103,7 +94,7 @@ AcceptHandshake::State AcceptHandshake::advance(int fd) {
 
 AcceptHandshake::State AcceptHandshake::on_hello(int fd) {
   if (!codec::decode_hello(body_, &hello_)) {
-    return reject(fd, HandshakeStatus::kProtocol, ErrorCode::kProtocol, "malformed hello");
+    return reject(HandshakeStatus::kProtocol, ErrorCode::kProtocol, "malformed hello");
   }
   hello_body_ = body_;
   hello_done_ = true;
@@ -126,12 +117,12 @@ AcceptHandshake::State AcceptHandshake::on_proof(int fd) {
   const Sha256Digest expected =
       codec::proof(secret_, "ringd dialer", hello_body_, acceptor_rank_, acceptor_nonce_);
   if (body_.size() != expected.size() || !digest_equal(expected.data(), body_.data(), 32)) {
-    return reject(fd, HandshakeStatus::kAuth, ErrorCode::kAuth,
+    return reject(HandshakeStatus::kAuth, ErrorCode::kAuth,
                   "wrong job secret (HMAC proof mismatch) from " + claimed(hello_));
   }
   const std::string refusal = admit_(hello_);
   if (!refusal.empty()) {
-    return reject(fd, HandshakeStatus::kRefused, ErrorCode::kMismatch,
+    return reject(HandshakeStatus::kRefused, ErrorCode::kMismatch,
                   refusal + " (from " + claimed(hello_) + ")");
   }
   if (!send_now(fd, codec::encode_message(HandshakeType::kResult,
@@ -145,9 +136,10 @@ AcceptHandshake::State AcceptHandshake::on_proof(int fd) {
   return state_;
 }
 
-AcceptHandshake::State AcceptHandshake::reject(int fd, HandshakeStatus status, ErrorCode code,
+AcceptHandshake::State AcceptHandshake::reject(HandshakeStatus status, ErrorCode code,
                                                const std::string& reason) {
-  send_now(fd, codec::encode_message(HandshakeType::kResult, codec::encode_result(status, reason)));
+  reject_reply_ =
+      codec::encode_message(HandshakeType::kResult, codec::encode_result(status, reason));
   state_ = State::kRejected;
   reject_code_ = code;
   reject_reason_ = reason;

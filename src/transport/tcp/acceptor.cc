@@ -101,6 +101,10 @@ void Acceptor::finish(Pending& pending) {
                          : handshake.reject_reason();
   const ErrorCode code = pending.timed_out_ ? ErrorCode::kTimeout : handshake.reject_code();
   RINGD_LOG(kWarn) << self_ << ": rejected connection from " << pending.from_ << ": " << reason;
+  if (!pending.timed_out_ && !handshake.reject_reply().empty()) {
+    send_immediately(pending.socket_.get(), handshake.reject_reply().data(),
+                     handshake.reject_reply().size());
+  }
   if (callbacks_.on_rejected) {
     callbacks_.on_rejected(handshake.hello_received() ? &handshake.hello() : nullptr, code, reason);
   }

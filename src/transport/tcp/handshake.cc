@@ -132,6 +132,13 @@ void dial_handshake(int fd, const std::string& secret, const HelloInfo& hello,
   proof_body.raw(our_proof.data(), our_proof.size());
   send_message(dial, HandshakeType::kProof, proof_body.bytes(), "sending its proof");
   if (!acceptor_knows_secret) {
+    // Wait briefly for the acceptor's verdict on our proof (it logs the rejection first), but
+    // report our own finding.
+    try {
+      const DialContext brief{fd, self, peer, std::min(deadline, Clock::now() + kHandshakeTimeout)};
+      receive_message(brief, HandshakeType::kResult, "waiting for the result");
+    } catch (const Error&) {
+    }
     RINGD_THROW(kAuth, self << ": " << peer << " failed the job-secret handshake (its HMAC proof "
                             << "does not match this rank's secret) — every rank must use the same "
                                "RINGD_JOB_SECRET / RINGD_JOB_SECRET_FILE");

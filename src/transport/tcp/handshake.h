@@ -113,12 +113,15 @@ class AcceptHandshake {
   // Why the connection was rejected, and how (kAuth, kProtocol, kMismatch or kPeerLost).
   const std::string& reject_reason() const { return reject_reason_; }
   ErrorCode reject_code() const { return reject_code_; }
+  // The RESULT to send the rejected dialer (empty when the connection is already gone).
+  const std::vector<uint8_t>& reject_reply() const { return reject_reply_; }
 
  private:
   bool read_message(int fd);  // true once header_ + body_ hold one whole message
   State on_hello(int fd);
   State on_proof(int fd);
-  State reject(int fd, HandshakeStatus status, ErrorCode code, const std::string& reason);
+  // Records the rejection; the Acceptor logs it, then sends reject_reply() (logs precede replies).
+  State reject(HandshakeStatus status, ErrorCode code, const std::string& reason);
 
   const std::string secret_;
   const int32_t acceptor_rank_;
@@ -134,6 +137,7 @@ class AcceptHandshake {
   HelloInfo hello_;
   std::string reject_reason_;
   ErrorCode reject_code_ = ErrorCode::kProtocol;
+  std::vector<uint8_t> reject_reply_;
 };
 
 }  // namespace ringd::tcp

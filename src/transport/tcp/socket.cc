@@ -249,6 +249,18 @@ IoStatus recv_exact(int fd, void* data, size_t bytes, Deadline deadline, int* er
   return IoStatus::kOk;
 }
 
+bool send_immediately(int fd, const void* data, size_t bytes) {
+  const char* cursor = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t sent = ::send(fd, cursor, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) return false;
+    cursor += sent;
+    bytes -= static_cast<size_t>(sent);
+  }
+  return true;
+}
+
 std::string io_status_text(IoStatus status, int error) {
   switch (status) {
     case IoStatus::kOk: return "ok";

@@ -69,6 +69,9 @@ Fd connect_to(const Endpoint& endpoint, size_t buffer_bytes, Deadline deadline, 
 enum class IoStatus { kOk, kClosed, kTimeout, kError };
 IoStatus send_all(int fd, const void* data, size_t bytes, Deadline deadline, int* error);
 IoStatus recv_exact(int fd, void* data, size_t bytes, Deadline deadline, int* error);
+// One non-blocking attempt to send all of a small message (handshake replies fit a fresh socket's
+// buffer); false when it did not all go out.
+bool send_immediately(int fd, const void* data, size_t bytes);
 // "connection closed by peer", "timed out", or strerror(error).
 std::string io_status_text(IoStatus status, int error);
 

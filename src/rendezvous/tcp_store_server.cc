@@ -1,0 +1,260 @@
+// TcpStoreServer: one epoll I/O thread serving many store clients (see tcp_store_protocol.h).
+// Everything below runs on that thread, so the key/value map needs no lock.
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <map>
+
+#include "common/logging.h"
+#include "rendezvous/tcp_store_protocol.h"
+#include "ringd/tcp.h"
+#include "transport/tcp/acceptor.h"
+#include "transport/tcp/io_loop.h"
+
+namespace ringd {
+
+using store_protocol::RequestHeader;
+using store_protocol::Status;
+
+namespace {
+class StoreConnection;
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  tcp::IoLoop loop{"TCP store server"};
+  std::shared_ptr<tcp::Acceptor> acceptor;
+  uint16_t port = 0;
+  std::string name;  // "TCP store server 127.0.0.1:4000"
+  std::map<std::string, std::vector<uint8_t>> values;
+  std::multimap<std::string, std::weak_ptr<StoreConnection>> waiters;
+  std::map<tcp::IoLoop::Id, std::shared_ptr<StoreConnection>> connections;
+};
+
+namespace {
+
+class StoreConnection : public tcp::IoHandler, public std::enable_shared_from_this<StoreConnection> {
+ public:
+  StoreConnection(TcpStoreServer::Impl& server, tcp::Fd socket, std::string from)
+      : server_(server), socket_(std::move(socket)), from_(std::move(from)) {}
+
+  void start() {
+    id_ = server_.loop.add(socket_.get(), shared_from_this());
+    server_.connections[id_] = shared_from_this();
+  }
+
+  void on_io(uint32_t events) override {
+    if (waiting_ && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return close();
+    progress();
+  }
+
+  // Answers a waiting get (the key was set, or its timer fired).
+  void answer(Status status, const std::vector<uint8_t>& value) {
+    waiting_ = false;
+    respond(status, value.data(), value.size());
+    progress();
+  }
+
+  bool waiting_for(const std::string& key, uint64_t generation) const {
+    return waiting_ && socket_.valid() && key_ == key && generation == generation_;
+  }
+
+ private:
+  void progress() {
+    while (socket_.valid() && flush() && !waiting_ && !close_after_flush_ && read_request()) {
+      handle_request();
+    }
+  }
+
+  bool flush() {
+    while (out_sent_ < out_.size()) {
+      const ssize_t sent = ::send(socket_.get(), out_.data() + out_sent_, out_.size() - out_sent_,
+                                  MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0) {
+        out_sent_ += static_cast<size_t>(sent);
+      } else if (sent < 0 && errno == EINTR) {
+        continue;
+      } else {
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+        close();
+        return false;
+      }
+    }
+    out_.clear();
+    out_sent_ = 0;
+    if (close_after_flush_) close();
+    return socket_.valid();
+  }
+
+  // Reads `want` bytes into `into`; false when incomplete (or the connection closed).
+  bool read_into(uint8_t* into, size_t want, size_t* got) {
+    while (*got < want) {
+      const ssize_t n = ::recv(socket_.get(), into + *got, want - *got, MSG_DONTWAIT);
+      if (n > 0) {
+        *got += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) close();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool read_request() {
+    if (!header_done_) {
+      if (!read_into(reinterpret_cast<uint8_t*>(&header_), sizeof(header_), &header_got_)) {
+        return false;
+      }
+      const std::string problem = check_header();
+      if (!problem.empty()) {
+        RINGD_LOG(kWarn) << server_.name << ": closing the connection from " << from_ << ": "
+                         << problem;
+        protocol_error(problem);
+        return false;
+      }
+      header_done_ = true;
+      key_.assign(header_.key_bytes, '\0');
+      value_.assign(header_.value_bytes, 0);
+      body_got_ = 0;
+    }
+    const size_t key_bytes = key_.size();
+    if (body_got_ < key_bytes &&
+        !read_into(reinterpret_cast<uint8_t*>(key_.data()), key_bytes, &body_got_)) {
+      return false;
+    }
+    size_t value_got = body_got_ - key_bytes;
+    const bool done = read_into(value_.data(), value_.size(), &value_got);
+    body_got_ = key_bytes + value_got;
+    return done;
+  }
+
+  std::string check_header() const {
+    if (header_.magic != store_protocol::kMagic) return "not a ringd store request";
+    if (header_.op != static_cast<uint32_t>(store_protocol::Op::kSet) &&
+        header_.op != static_cast<uint32_t>(store_protocol::Op::kGet)) {
+      return "unknown store operation " + std::to_string(header_.op);
+    }
+    if (header_.key_bytes > store_protocol::kMaxKeyBytes) {
+      return "key of " + std::to_string(header_.key_bytes) + " bytes exceeds the " +
+             std::to_string(store_protocol::kMaxKeyBytes) + "-byte limit";
+    }
+    if (header_.value_bytes > store_protocol::kMaxValueBytes) {
+      return "value of " + std::to_string(header_.value_bytes) + " bytes exceeds the " +
+             std::to_string(store_protocol::kMaxValueBytes) + "-byte limit";
+    }
+    return "";
+  }
+
+  void handle_request() {
+    header_done_ = false;
+    header_got_ = 0;
+    if (header_.op == static_cast<uint32_t>(store_protocol::Op::kSet)) {
+      server_.values[key_] = std::move(value_);
+      respond(Status::kOk, nullptr, 0);
+      const std::vector<uint8_t>& stored = server_.values[key_];
+      auto [first, last] = server_.waiters.equal_range(key_);
+      std::vector<std::shared_ptr<StoreConnection>> ready;
+      for (auto it = first; it != last; ++it) {
+        if (auto waiter = it->second.lock()) ready.push_back(waiter);
+      }
+      server_.waiters.erase(first, last);
+      for (auto& waiter : ready) {
+        if (waiter->waiting_ && waiter->key_ == key_) waiter->answer(Status::kOk, stored);
+      }
+      return;
+    }
+    auto found = server_.values.find(key_);
+    if (found != server_.values.end()) {
+      respond(Status::kOk, found->second.data(), found->second.size());
+      return;
+    }
+    waiting_ = true;
+    const uint64_t generation = ++generation_;
+    server_.waiters.emplace(key_, weak_from_this());
+    std::weak_ptr<StoreConnection> self = weak_from_this();
+    const std::string key = key_;
+    server_.loop.add_timer(tcp::Clock::now() + std::chrono::milliseconds(header_.timeout_ms),
+                           [self, key, generation] {
+                             auto connection = self.lock();
+                             if (connection && connection->waiting_for(key, generation)) {
+                               connection->answer(Status::kTimeout, {});
+                             }
+                           });
+  }
+
+  void respond(Status status, const uint8_t* value, size_t bytes) {
+    store_protocol::ResponseHeader header{store_protocol::kMagic, static_cast<uint32_t>(status),
+                                          bytes};
+    const uint8_t* raw = reinterpret_cast<const uint8_t*>(&header);
+    out_.insert(out_.end(), raw, raw + sizeof(header));
+    if (bytes > 0) out_.insert(out_.end(), value, value + bytes);
+  }
+
+  void protocol_error(const std::string& problem) {
+    respond(Status::kError, reinterpret_cast<const uint8_t*>(problem.data()), problem.size());
+    close_after_flush_ = true;
+    flush();
+  }
+
+  void close() {
+    if (!socket_.valid()) return;
+    server_.loop.remove(id_, socket_.get());
+    socket_.reset();
+    waiting_ = false;
+    server_.connections.erase(id_);  // the loop holds us until on_io returns
+  }
+
+  TcpStoreServer::Impl& server_;
+  tcp::Fd socket_;
+  const std::string from_;
+  tcp::IoLoop::Id id_ = 0;
+  RequestHeader header_{};
+  size_t header_got_ = 0;
+  bool header_done_ = false;
+  std::string key_;
+  std::vector<uint8_t> value_;
+  size_t body_got_ = 0;
+  bool waiting_ = false;
+  uint64_t generation_ = 0;
+  std::vector<uint8_t> out_;
+  size_t out_sent_ = 0;
+  bool close_after_flush_ = false;
+};
+
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std::string& secret)
+    : impl_(std::make_unique<Impl>()) {
+  tcp::Fd listener = tcp::listen_on(host, port, 0);
+  impl_->port = tcp::local_port(listener.get());
+  impl_->name = "TCP store server " + host + ":" + std::to_string(impl_->port);
+  Impl& server = *impl_;
+  tcp::Acceptor::Callbacks callbacks;
+  callbacks.admit = [](const tcp::HelloInfo& hello) -> std::string {
+    return hello.kind == tcp::PeerKind::kStoreClient ? "" : "this port serves the TCP store";
+  };
+  callbacks.on_admitted = [&server](tcp::Fd socket, const tcp::HelloInfo&) {
+    const std::string from = tcp::remote_address(socket.get());
+    auto connection = std::make_shared<StoreConnection>(server, std::move(socket), from);
+    connection->start();
+  };
+  impl_->acceptor = std::make_shared<tcp::Acceptor>(impl_->loop, std::move(listener),
+                                                    tcp::resolve_secret(secret), -1, impl_->name,
+                                                    std::move(callbacks));
+  impl_->acceptor->start(impl_->acceptor);
+  RINGD_LOG(kInfo) << impl_->name << ": serving";
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  impl_->loop.stop();
+  impl_->acceptor->close();
+  impl_->waiters.clear();
+  impl_->connections.clear();  // closes the client sockets
+}
+
+uint16_t TcpStoreServer::port() const { return impl_->port; }
+
+}  // namespace ringd
