@@ -164,6 +164,20 @@ void abort_mpi_job_if_running(int exit_code) {
 #endif
 }
 
+// "ringd: error: <kind>: <message>": the kind (timeout, peer lost, authentication failed, ...) is
+// ringd::Error's code; the message already says where and what to do.
+void print_error(const std::exception& error) {
+  std::fflush(stdout);
+  const auto* ringd_error = dynamic_cast<const Error*>(&error);
+  if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
+    std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
+                 error.what());
+  } else {
+    std::fprintf(stderr, "ringd: error: %s\n", error.what());
+  }
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 bool parse_command_line(int argc, const char* const* argv, CommandLine* command, int* exit_code) {
@@ -214,15 +228,13 @@ int run_command_line(int argc, const char* const* argv) {
   try {
     topology = plan_bench(command.bench);
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "ringd: error: %s\n", error.what());
+    print_error(error);
     return 2;
   }
   try {
     return run_bench(command.bench, topology);
   } catch (const std::exception& error) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "ringd: error: %s\n", error.what());
-    std::fflush(stderr);
+    print_error(error);
     abort_mpi_job_if_running(1);
     return 1;
   }

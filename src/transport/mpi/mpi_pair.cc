@@ -116,29 +116,31 @@ class MpiRequest : public Request {
     return os.str();
   }
 
+  // Receives leave room for an abort notice (see MpiPair::abort) in their first message, so a
+  // peer's reason for giving up arrives intact instead of as a truncation error.
   void post() {
     const bool inline_payload = bytes_ <= kInlineBytes;
+    const bool receiving = direction_ == Direction::kRecv;
     const Header header{tag_, bytes_};
-    if (inline_payload) {
-      buffer_.resize(sizeof(Header) + bytes_);
-      if (direction_ == Direction::kSend) {
-        std::memcpy(buffer_.data(), &header, sizeof header);
-        if (bytes_ > 0) std::memcpy(buffer_.data() + sizeof header, data_, bytes_);
-      }
-      start(buffer_.data(), buffer_.size());
-      return;
+    const size_t first_bytes = sizeof(Header) + (inline_payload ? bytes_ : 0);
+    buffer_.resize(receiving ? std::max(first_bytes, sizeof(Header) + kMaxAbortReasonBytes)
+                             : first_bytes);
+    if (!receiving) {
+      std::memcpy(buffer_.data(), &header, sizeof header);
+      if (inline_payload && bytes_ > 0) std::memcpy(buffer_.data() + sizeof header, data_, bytes_);
     }
-    buffer_.resize(sizeof(Header));
-    if (direction_ == Direction::kSend) std::memcpy(buffer_.data(), &header, sizeof header);
-    start(buffer_.data(), buffer_.size());
+    start(buffer_.data(), buffer_.size(), first_bytes);
+    if (inline_payload) return;
     for (size_t offset = 0; offset < bytes_; offset += kChunkBytes) {
-      start(static_cast<uint8_t*>(data_) + offset, std::min(kChunkBytes, bytes_ - offset));
+      const size_t chunk = std::min(kChunkBytes, bytes_ - offset);
+      start(static_cast<uint8_t*>(data_) + offset, chunk, chunk);
     }
   }
 
-  void start(void* data, size_t bytes) {
+  // Posts one MPI message of up to `capacity` bytes that should carry exactly `expected`.
+  void start(void* data, size_t capacity, size_t expected) {
     MPI_Request request = MPI_REQUEST_NULL;
-    const int count = static_cast<int>(bytes);
+    const int count = static_cast<int>(capacity);
     const MPI_Comm comm = state_->comm->get();
     const int code = direction_ == Direction::kSend
                          ? MPI_Isend(data, count, MPI_BYTE, state_->peer, kMpiTag, comm, &request)
@@ -150,7 +152,7 @@ class MpiRequest : public Request {
       return;
     }
     pending_.push_back(request);
-    expected_.push_back(bytes);
+    expected_.push_back(expected);
   }
 
   // Tests the pending MPI requests in posting order; true when all are done and verified.
@@ -173,6 +175,14 @@ class MpiRequest : public Request {
     if (index == 0) {
       Header header{};
       if (count >= static_cast<int>(sizeof header)) std::memcpy(&header, buffer_.data(), sizeof header);
+      if (count >= static_cast<int>(sizeof header) && header.tag == kAbortTag) {
+        const size_t length = std::min<size_t>(header.bytes, count - sizeof header);
+        RINGD_THROW(kPeerLost, "rank " << state_->rank << ": peer rank " << state_->peer
+                                       << " gave up: "
+                                       << std::string(reinterpret_cast<const char*>(
+                                                          buffer_.data() + sizeof header),
+                                                      length));
+      }
       if (count < static_cast<int>(sizeof header) || header.tag != tag_ || header.bytes != bytes_) {
         std::ostringstream os;
         os << where() << ": the peer sent ";
@@ -242,6 +252,29 @@ std::string MpiPair::peer_description() const {
 RequestPtr MpiPair::isend(const void* data, size_t bytes, uint64_t tag) {
   return std::make_unique<MpiRequest>(state_, MpiRequest::Direction::kSend,
                                       const_cast<void*>(data), bytes, tag);
+}
+
+void MpiPair::abort(const std::string& reason) {
+  const std::string text = reason.substr(0, kMaxAbortReasonBytes);
+  state_->fail(Error(ErrorCode::kPeerLost, "rank " + std::to_string(state_->rank) +
+                                               ": the pair to peer rank " +
+                                               std::to_string(state_->peer) +
+                                               " was aborted: " + text));
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // Fire and forget: the notice lands in the peer's next receive. Its buffer lives in the
+  // graveyard because MPI may still be sending it when this pair is destroyed.
+  std::vector<uint8_t> notice(sizeof(Header) + text.size());
+  const Header header{kAbortTag, text.size()};
+  std::memcpy(notice.data(), &header, sizeof header);
+  std::memcpy(notice.data() + sizeof header, text.data(), text.size());
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Isend(notice.data(), static_cast<int>(notice.size()), MPI_BYTE, state_->peer, kMpiTag,
+                state_->comm->get(), &request) == MPI_SUCCESS) {
+    MPI_Request_free(&request);
+  }
+  state_->graveyard.push_back(std::move(notice));
 }
 
 RequestPtr MpiPair::irecv(void* data, size_t bytes, uint64_t tag) {

@@ -11,7 +11,8 @@
 //                           chunks of at most kChunkBytes (MPI counts are ints)
 //
 // The 16-byte header carries the ringd tag and byte count, checked on receipt: a receive whose tag
-// or size differs from what arrived fails with kMismatch instead of returning wrong data.
+// or size differs from what arrived fails with kMismatch instead of returning wrong data. A header
+// with kAbortTag is a peer's abort notice instead (MpiPair::abort).
 #pragma once
 
 #include <chrono>
@@ -31,6 +32,10 @@ namespace ringd::mpi {
 inline constexpr size_t kInlineBytes = 16 << 10;
 inline constexpr size_t kChunkBytes = size_t{1} << 30;
 inline constexpr int kMpiTag = 7411;  // any fixed tag: ordering comes from the non-overtaking rule
+// Pair::abort sends a header with this tag followed by the reason (at most kMaxAbortReasonBytes);
+// the peer's receive fails with kPeerLost carrying that reason.
+inline constexpr uint64_t kAbortTag = ~uint64_t{0};
+inline constexpr size_t kMaxAbortReasonBytes = 1024;
 
 // Owns the duplicated communicator; freed when the context and every request are gone.
 class Communicator {
@@ -70,6 +75,7 @@ class MpiPair : public Pair {
   std::string peer_description() const override;
   RequestPtr isend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr irecv(void* data, size_t bytes, uint64_t tag) override;
+  void abort(const std::string& reason) override;
 
  private:
   std::shared_ptr<PairState> state_;
