@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Ranks that disagree on the message size (an MPMD mpirun: rank 0 runs 4 KB, rank 1 8 KB) fail
-with a mismatch error from the mpi transport instead of hanging or returning wrong data.
+"""Ranks that disagree, through the mpi transport (MPMD mpirun, one rank each side):
+  - on the message size (4 KB vs 8 KB): a mismatch error, not a hang or wrong data;
+  - on the number of collectives (rank 1 stops after 4 KB): rank 0 times out after --timeout with
+    a message naming the peer and the bytes it waited for.
 
 usage: mismatch_mpi_test.py RINGD HAVE_MPI"""
+import re
 import sys
 
 import harness
@@ -11,24 +14,39 @@ from harness import check
 TIMEOUT_S = 10
 
 
+def run_mpmd(ringd, label, rank0_flags, rank1_flags, timeout_s):
+    common = ["bench", "allreduce", "--transport", "mpi", "--timeout", str(timeout_s), "--iters",
+              "2"]
+    command = ["mpirun", *harness.MPIRUN_FLAGS, "-np", "1", ringd, *common, *rank0_flags, ":",
+               "-np", "1", ringd, *common, *rank1_flags]
+    code, stdout, stderr, seconds = harness.run(command, label, timeout=4 * TIMEOUT_S)
+    output = stdout + stderr
+    check(code != 0, f"{label}: mpirun exited 0 although the ranks disagree: {output}")
+    check(seconds <= 2 * TIMEOUT_S, f"{label}: took {seconds:.1f} s to fail")
+    lines = [l for l in output.splitlines() if l.startswith("ringd: error:")]
+    check(lines, f"{label}: no 'ringd: error:' line: {output}")
+    print(f"ok   {label}: exit {code} in {seconds:.1f} s: {lines[0]}")
+    return lines[0], seconds
+
+
 def test(ringd, args):
     harness.require_mpirun()
     if args[0] != "1":
         print("SKIP: ringd was built without MPI: no mpi transport to test")
         sys.exit(harness.SKIP)
-    common = ["bench", "allreduce", "--transport", "mpi", "--timeout", str(TIMEOUT_S), "--iters",
-              "2"]
-    command = ["mpirun", *harness.MPIRUN_FLAGS,
-               "-np", "1", ringd, *common, "-b", "4K", "-e", "4K", ":",
-               "-np", "1", ringd, *common, "-b", "8K", "-e", "8K"]
-    code, stdout, stderr, seconds = harness.run(command, "mismatch", timeout=4 * TIMEOUT_S)
-    output = stdout + stderr
-    check(code != 0, f"mpirun exited 0 although the ranks disagree: {output}")
-    check(seconds <= 2 * TIMEOUT_S, f"took {seconds:.1f} s to fail")
-    check("ringd: error:" in output and "different collectives" in output,
-          f"no mismatch error: {output}")
-    line = next(l for l in output.splitlines() if "ringd: error:" in l)
-    print(f"ok   exit {code} in {seconds:.1f} s: {line}")
+    line, _ = run_mpmd(ringd, "size mismatch", ["-b", "4K", "-e", "4K"], ["-b", "8K", "-e", "8K"],
+                       TIMEOUT_S)
+    check("mismatch across ranks" in line and re.search(r"from peer rank [01]\b", line),
+          f"size mismatch: not a mismatch error: {line}")
+
+    timeout_s = 3
+    line, seconds = run_mpmd(ringd, "missing collective", ["-b", "4K", "-e", "16K"],
+                             ["-b", "4K", "-e", "4K"], timeout_s)
+    check(seconds >= timeout_s, f"missing collective: failed after {seconds:.1f} s, before the "
+                                f"{timeout_s} s timeout")
+    check(re.search(r"timeout: rank 0: .*timed out after 3000 ms waiting to receive \d+ bytes "
+                    r"from peer rank 1 \(mpi\)", line) is not None,
+          f"missing collective: unexpected message: {line}")
 
 
 if __name__ == "__main__":
