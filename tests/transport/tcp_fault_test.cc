@@ -115,6 +115,21 @@ TEST(TcpFault, WrongSecretFailsWithAuthAndIsLogged) {
   RINGD_EXPECT_CONTAINS(log, ("wrong job secret"));
 }
 
+TEST(TcpFault, WorldSizeMismatchIsRefused) {
+  MemoryStore store;
+  ::testing::internal::CaptureStderr();
+  std::vector<Error> errors(2, Error(ErrorCode::kInternal, ""));
+  run_ranks(2, [&](int rank) {
+    errors[rank] = expect_error(
+        [&] { tcp_connect(store, rank, rank == 0 ? 2 : 3, loopback_options(milliseconds(1500))); });
+  });
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(errors[1].code(), ErrorCode::kMismatch) << errors[1].what();
+  RINGD_EXPECT_CONTAINS(errors[1].what(), "world size mismatch: the dialer has 3 ranks, this rank 2");
+  EXPECT_EQ(errors[0].code(), ErrorCode::kTimeout) << errors[0].what();
+  RINGD_EXPECT_CONTAINS(errors[0].what(), "the last rejected connection: world size mismatch");
+}
+
 TEST(TcpFault, MissingRankTimesOutNamingIt) {
   MemoryStore store;
   const auto start = Clock::now();

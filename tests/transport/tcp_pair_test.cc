@@ -6,6 +6,7 @@
 #include <future>
 #include <numeric>
 
+#include "common/tunables.h"
 #include "transport/tcp_test_support.h"
 
 namespace ringd {
@@ -148,6 +149,48 @@ TEST(TcpPair, ReceivesPostedAfterTheDataArrived) {
       }
     }
   });
+}
+
+TEST(TcpPair, SmallSocketBuffersStillCarryLargeMessages) {
+  MemoryStore store;
+  std::vector<std::unique_ptr<Context>> contexts(2);
+  run_ranks(2, [&](int rank) {
+    TcpOptions options = testing::loopback_options();
+    options.socket_buffer_bytes = 16 << 10;  // many partial writes and reads
+    contexts[rank] = tcp_connect(store, rank, 2, options);
+  });
+  constexpr size_t kBytes = 8u << 20;
+  run_ranks(2, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    const int peer = 1 - rank;
+    const std::vector<uint8_t> outgoing = make_message(rank, peer, 2, kBytes);
+    std::vector<uint8_t> incoming(kBytes, 0);
+    auto receive = ctx.pair(peer).irecv(incoming.data(), kBytes, 2);
+    auto send = ctx.pair(peer).isend(outgoing.data(), kBytes, 2);
+    receive->wait(ctx.timeout());
+    send->wait(ctx.timeout());
+    ASSERT_EQ(incoming, make_message(peer, rank, 2, kBytes));
+  });
+}
+
+TEST(TcpPair, WithoutASecretTheHandshakeStillRunsAndWarnsOnce) {
+  MemoryStore store;
+  ::testing::internal::CaptureStderr();
+  std::vector<std::unique_ptr<Context>> contexts(2);
+  run_ranks(2, [&](int rank) {
+    contexts[rank] = tcp_connect(store, rank, 2, testing::loopback_options(milliseconds(10000), ""));
+  });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int value = 5, received = 0;
+  auto send = contexts[0]->pair(1).isend(&value, sizeof(value), 1);
+  contexts[1]->pair(0).irecv(&received, sizeof(received), 1)->wait(milliseconds(10000));
+  send->wait(milliseconds(10000));
+  EXPECT_EQ(received, 5);
+  if (tunables().job_secret.empty()) {  // else the environment supplied a secret
+    const size_t first = log.find("connections are unauthenticated");
+    EXPECT_NE(first, std::string::npos) << log;
+    EXPECT_EQ(log.find("connections are unauthenticated", first + 1), std::string::npos) << log;
+  }
 }
 
 TEST(TcpPair, SingleRankContextHasNoPairs) {
