@@ -124,7 +124,8 @@ class BenchRunner {
   void run_collective(const Buffers& buffers, size_t count_per_rank) {
     switch (config_.collective) {
       case Collective::kAllreduce:
-        allreduce(ctx_, buffers.in, buffers.out, count_per_rank, config_.dtype, config_.op, options_);
+        allreduce(ctx_, buffers.in, buffers.out, count_per_rank, config_.dtype, config_.op,
+                  options_);
         break;
       case Collective::kBroadcast:
         broadcast(ctx_, buffers.out, count_per_rank, config_.dtype, config_.root, options_);
@@ -141,8 +142,7 @@ class BenchRunner {
 
   // Input pattern in, sentinel in the output wherever the output is not the input itself.
   void prepare(const CheckShape& shape, const Buffers& buffers) {
-    const bool output_is_input =
-        config_.in_place && collective_reduces(config_.collective);
+    const bool output_is_input = config_.in_place && collective_reduces(config_.collective);
     const bool is_root = ctx_.rank() == config_.root;
     if (config_.collective == Collective::kBroadcast ? !is_root : !output_is_input) {
       const size_t out_elements = config_.collective == Collective::kAllgather
@@ -187,8 +187,7 @@ class BenchRunner {
       wrong = count_wrong(shape, ctx_.rank(), io.out);
       if (wrong > 0) {
         RINGD_LOG(kError) << "rank " << ctx_.rank() << ": " << wrong << " wrong values in "
-                          << collective_name(config_.collective) << " of " << count
-                          << " elements";
+                          << collective_name(config_.collective) << " of " << count << " elements";
       }
       allreduce(ctx_, &wrong, &wrong, 1, DataType::kInt64, ReduceOp::kSum, options_);
     }
@@ -200,8 +199,8 @@ class BenchRunner {
     std::ofstream out(config_.json_path, std::ios::app);
     out << format_json(row) << "\n";
     if (!out) {
-      RINGD_THROW(kIo, "cannot append to --json " << config_.json_path
-                                                  << "; check the directory exists and is writable");
+      RINGD_THROW(kIo, "cannot append to --json "
+                           << config_.json_path << "; check the directory exists and is writable");
     }
   }
 
@@ -220,8 +219,9 @@ std::chrono::milliseconds timeout_of(const BenchConfig& config) {
 
 int finish(int64_t wrong, bool report) {
   if (wrong == 0) return 0;
-  if (report) std::fprintf(stderr, "ringd: error: --check found %lld wrong values\n",
-                           static_cast<long long>(wrong));
+  if (report)
+    std::fprintf(stderr, "ringd: error: --check found %lld wrong values\n",
+                 static_cast<long long>(wrong));
   return 1;
 }
 
@@ -233,6 +233,7 @@ int run_inproc(const BenchConfig& config, int ranks) {
   std::exception_ptr first_error;
   int64_t wrong = 0;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ranks));
   for (int rank = 0; rank < ranks; ++rank) {
     threads.emplace_back([&, rank] {
       try {
@@ -283,8 +284,8 @@ int run_bench(const BenchConfig& config, const Topology& topology) {
         server = std::make_unique<TcpStoreServer>(topology.rendezvous_host,
                                                   topology.rendezvous_port, secret);
       }
-      store = std::make_unique<TcpStore>(topology.rendezvous_host, topology.rendezvous_port,
-                                         secret, timeout);
+      store = std::make_unique<TcpStore>(topology.rendezvous_host, topology.rendezvous_port, secret,
+                                         timeout);
     } else if (topology.size == 1) {
       store = std::make_unique<MemoryStore>();
     } else {

@@ -19,7 +19,8 @@ Collective parse_collective(const std::string& text) {
   if (text == "broadcast") return Collective::kBroadcast;
   if (text == "allgather") return Collective::kAllgather;
   if (text == "reducescatter" || text == "reduce_scatter") return Collective::kReduceScatter;
-  RINGD_THROW(kInvalidArgument, "unknown collective '" << text
+  RINGD_THROW(kInvalidArgument, "unknown collective '"
+                                    << text
                                     << "'; valid: allreduce broadcast allgather reducescatter");
 }
 

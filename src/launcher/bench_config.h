@@ -33,12 +33,12 @@ struct BenchConfig {
   int root = 0;
   bool check = false;
   bool in_place = false;
-  std::string json_path;                   // empty = no JSON
+  std::string json_path;  // empty = no JSON
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  size_t segment_bytes = 0;                // 0 = RINGD_SEGMENT_BYTES
-  std::chrono::milliseconds timeout{0};    // 0 = RINGD_TIMEOUT
-  std::string interface;                   // tcp: listen on / advertise this interface
-  int tcp_port = 0;                        // tcp: this rank's listening port (0 = any)
+  size_t segment_bytes = 0;              // 0 = RINGD_SEGMENT_BYTES
+  std::chrono::milliseconds timeout{0};  // 0 = RINGD_TIMEOUT
+  std::string interface;                 // tcp: listen on / advertise this interface
+  int tcp_port = 0;                      // tcp: this rank's listening port (0 = any)
   TopologyFlags topology;
 };
 

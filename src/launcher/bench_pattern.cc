@@ -34,16 +34,20 @@ size_t period(const CheckShape& shape) {
 class Cursor {
  public:
   Cursor(const CheckShape& shape, size_t index)
-      : k_(period(shape)), n_(static_cast<size_t>(shape.ranks)), w_(index % k_), v_(index % 7),
-        owner_(index % n_), m13_(index % 13) {}
+      : k_(period(shape)),
+        n_(static_cast<size_t>(shape.ranks)),
+        w_(index % k_),
+        v_(index % 7),
+        owner_(index % n_),
+        m13_(index % 13) {}
   void advance() {
     if (++w_ == k_) w_ = 0;
     if (++v_ == 7) v_ = 0;
     if (++owner_ == n_) owner_ = 0;
     if (++m13_ == 13) m13_ = 0;
   }
-  double w() const { return static_cast<double>(w_); }      // every rank's share
-  double v() const { return static_cast<double>(v_); }      // the owner's extra
+  double w() const { return static_cast<double>(w_); }  // every rank's share
+  double v() const { return static_cast<double>(v_); }  // the owner's extra
   bool owner(int rank) const { return owner_ == static_cast<size_t>(rank); }
   double m13() const { return static_cast<double>(m13_); }
 
@@ -90,9 +94,15 @@ void store(void* buffer, size_t index, DataType dtype, double value) {
     case DataType::kBFloat16:
       static_cast<uint16_t*>(buffer)[index] = half::f32_to_bf16(static_cast<float>(value));
       break;
-    case DataType::kInt32: static_cast<int32_t*>(buffer)[index] = static_cast<int32_t>(value); break;
-    case DataType::kInt64: static_cast<int64_t*>(buffer)[index] = static_cast<int64_t>(value); break;
-    case DataType::kUInt8: static_cast<uint8_t*>(buffer)[index] = static_cast<uint8_t>(value); break;
+    case DataType::kInt32:
+      static_cast<int32_t*>(buffer)[index] = static_cast<int32_t>(value);
+      break;
+    case DataType::kInt64:
+      static_cast<int64_t*>(buffer)[index] = static_cast<int64_t>(value);
+      break;
+    case DataType::kUInt8:
+      static_cast<uint8_t*>(buffer)[index] = static_cast<uint8_t>(value);
+      break;
   }
 }
 
@@ -109,8 +119,8 @@ double load(const void* buffer, size_t index, DataType dtype) {
   return 0;
 }
 
-// avg divides by the rank count: allow a few ulps (relative) of the dtype (rounding of 1/n and of the
-// quotient); everything else must match exactly.
+// avg divides by the rank count: allow a few ulps (relative) of the dtype (rounding of 1/n and of
+// the quotient); everything else must match exactly.
 double tolerance(const CheckShape& shape, double expected) {
   if (!collective_reduces(shape.collective) || shape.op != ReduceOp::kAvg) return 0;
   double epsilon = 0;
@@ -145,7 +155,8 @@ double check_input_value(const CheckShape& shape, int rank, size_t index) {
 
 double check_expected_value(const CheckShape& shape, int rank, size_t index) {
   switch (shape.collective) {
-    case Collective::kAllreduce: return reduce_expected(shape.op, Cursor(shape, index), shape.ranks);
+    case Collective::kAllreduce:
+      return reduce_expected(shape.op, Cursor(shape, index), shape.ranks);
     case Collective::kReduceScatter:
       return reduce_expected(
           shape.op, Cursor(shape, static_cast<size_t>(rank) * shape.count_per_rank + index),

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "ringd/config.h"
 
@@ -73,7 +72,10 @@ std::string format_header(const ReportHeader& h) {
   if (h.collective == Collective::kAllreduce) os << "  algorithm: " << h.algorithm;
   if (h.collective == Collective::kBroadcast) os << "  root: " << h.root;
   os << "  segment_bytes: ";
-  if (h.segment_bytes) os << h.segment_bytes; else os << "default";
+  if (h.segment_bytes)
+    os << h.segment_bytes;
+  else
+    os << "default";
   os << "\n";
   os << "# minBytes " << h.min_bytes << " maxBytes " << h.max_bytes << " step: " << h.step_factor
      << "(factor) warmup iters: " << h.warmup << " iters: " << h.iters

@@ -27,11 +27,11 @@ double bus_bandwidth_factor(Collective collective, int ranks);
 
 struct BenchRow {
   Collective collective = Collective::kAllreduce;
-  size_t bytes = 0;   // allgather/reducescatter: the whole (gathered / scattered) buffer
-  size_t count = 0;   // elements in `bytes`
+  size_t bytes = 0;  // allgather/reducescatter: the whole (gathered / scattered) buffer
+  size_t count = 0;  // elements in `bytes`
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int root = -1;      // broadcast only; -1 elsewhere
+  int root = -1;  // broadcast only; -1 elsewhere
   int ranks = 1;
   std::string transport;
   double time_us = 0;  // mean per iteration, slowest rank
@@ -42,8 +42,7 @@ struct BenchRow {
 
 // Fills in the bandwidths from bytes, time and ranks.
 BenchRow make_row(Collective collective, size_t bytes, size_t count, DataType dtype, ReduceOp op,
-                  int root, int ranks, const std::string& transport, double time_us,
-                  int64_t wrong);
+                  int root, int ranks, const std::string& transport, double time_us, int64_t wrong);
 
 struct ReportHeader {
   Collective collective = Collective::kAllreduce;
@@ -66,7 +65,7 @@ struct ReportHeader {
 std::string format_header(const ReportHeader& header);  // ends with the two column-title lines
 std::string format_row(const BenchRow& row);            // one line, with '\n'
 std::string format_footer(const std::vector<BenchRow>& rows);
-std::string format_json(const BenchRow& row);           // one line, no '\n'
+std::string format_json(const BenchRow& row);  // one line, no '\n'
 
 // The redop column: the op's name for allreduce/reducescatter, "none" otherwise.
 const char* redop_label(Collective collective, ReduceOp op);

@@ -1,10 +1,9 @@
 #include "launcher/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "common/tunables.h"
 #include "launcher/bench_command.h"
@@ -67,59 +66,77 @@ struct BenchFlagText {
 };
 
 void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text) {
-  bench->add_option("collective", text->collective, "allreduce, broadcast, allgather or reducescatter")
+  bench
+      ->add_option("collective", text->collective,
+                   "allreduce, broadcast, allgather or reducescatter")
       ->required()
       ->check(CLI::IsMember({"allreduce", "broadcast", "allgather", "reducescatter"}));
-  const auto bytes = parser_validator("size", [](const std::string& n, const std::string& t) {
-    parse_bytes(n, t);
-  });
-  bench->add_option("--transport", config->topology.transport,
-                    "tcp, mpi or inproc (default: mpi under mpirun when built with MPI, else tcp)")
+  const auto bytes = parser_validator(
+      "size", [](const std::string& n, const std::string& t) { parse_bytes(n, t); });
+  bench
+      ->add_option("--transport", config->topology.transport,
+                   "tcp, mpi or inproc (default: mpi under mpirun when built with MPI, else tcp)")
       ->check(CLI::IsMember({"tcp", "mpi", "inproc"}));
-  bench->add_option("-b,--minbytes", text->min_bytes, "smallest size (default 4K)")->check(bytes);
-  bench->add_option("-e,--maxbytes", text->max_bytes, "largest size (default 64M)")->check(bytes);
-  bench->add_option("-f,--stepfactor", config->step_factor, "multiply the size by this each step")
+  bench->add_option("-b,--minbytes", text->min_bytes, "smallest size (default 4K)")
+      ->check(bytes)
+      ->type_name("SIZE");
+  bench->add_option("-e,--maxbytes", text->max_bytes, "largest size (default 64M)")
+      ->check(bytes)
+      ->type_name("SIZE");
+  bench
+      ->add_option("-f,--stepfactor", config->step_factor,
+                   "multiply the size by this each step (default 4)")
       ->check(CLI::Range(size_t{2}, size_t{1} << 20));
   bench->add_option("--iters", config->iters, "timed iterations per size (default 20)")
       ->check(CLI::Range(1, 1 << 30));
   bench->add_option("--warmup", config->warmup, "untimed iterations first (default 5)")
       ->check(CLI::Range(0, 1 << 30));
-  bench->add_option("--dtype", text->dtype,
-                    "float double half bfloat16 int32 int64 uint8 (default float)")
-      ->check(parser_validator("--dtype", [](const std::string&, const std::string& t) {
-        parse_dtype(t);
-      }));
+  bench
+      ->add_option("--dtype", text->dtype,
+                   "float double half bfloat16 int32 int64 uint8 (default float)")
+      ->check(parser_validator("--dtype",
+                               [](const std::string&, const std::string& t) { parse_dtype(t); }));
   bench->add_option("--op", text->op, "sum avg min max prod (default sum)")
-      ->check(parser_validator("--op", [](const std::string&, const std::string& t) {
-        parse_reduce_op(t);
-      }));
+      ->check(parser_validator(
+          "--op", [](const std::string&, const std::string& t) { parse_reduce_op(t); }));
   bench->add_option("--root", config->root, "broadcast root (default 0)")
       ->check(CLI::NonNegativeNumber);
   bench->add_flag("--check", config->check,
                   "verify every element of a run after the timed iterations; #wrong counts "
                   "mismatches, and any makes the exit code 1");
-  bench->add_option("--json", config->json_path, "append one JSON object per size to FILE");
+  bench->add_option("--json", config->json_path, "append one JSON object per size to FILE")
+      ->type_name("FILE");
   bench->add_option("--algorithm", text->algorithm, "allreduce algorithm: auto, ring or rd")
       ->check(CLI::IsMember({"auto", "ring", "rd"}));
-  bench->add_option("--segment-bytes", text->segment_bytes, "ring pipeline segment size (RINGD_SEGMENT_BYTES)")
-      ->check(bytes);
+  bench
+      ->add_option("--segment-bytes", text->segment_bytes,
+                   "ring pipeline segment size (default RINGD_SEGMENT_BYTES)")
+      ->check(bytes)
+      ->type_name("SIZE");
   bench->add_flag("--in-place", config->in_place, "output buffer = input buffer");
-  bench->add_option("--timeout", text->timeout, "seconds any wait may take (overrides RINGD_TIMEOUT)")
-      ->check(parser_validator("--timeout", [](const std::string& n, const std::string& t) {
-        parse_seconds(n, t);
-      }));
-  bench->add_option("--ranks", config->topology.inproc_ranks,
-                    "--transport inproc: number of ranks (threads in this process)")
+  bench
+      ->add_option("--timeout", text->timeout,
+                   "seconds any wait may take (overrides RINGD_TIMEOUT)")
+      ->type_name("SECONDS")
+      ->check(parser_validator(
+          "--timeout", [](const std::string& n, const std::string& t) { parse_seconds(n, t); }));
+  bench
+      ->add_option("--ranks", config->topology.inproc_ranks,
+                   "--transport inproc: number of ranks (threads in this process)")
       ->check(CLI::Range(1, 4096));
   bench->add_option("--rank", config->topology.rank, "this process's rank (without mpirun)")
       ->check(CLI::NonNegativeNumber);
   bench->add_option("--size", config->topology.size, "number of ranks (without mpirun)")
       ->check(CLI::Range(1, 1 << 20));
-  bench->add_option("--rendezvous", config->topology.rendezvous,
-                    "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)");
-  bench->add_option("--iface", config->interface, "tcp: listen on this interface's address");
-  bench->add_option("--tcp-port", config->tcp_port,
-                    "tcp: this rank's listening port (default: any free port)")
+  bench
+      ->add_option("--rendezvous", config->topology.rendezvous,
+                   "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)")
+      ->type_name("HOST:PORT");
+  bench->add_option("--iface", config->interface, "tcp: listen on this interface's address")
+      ->type_name("NAME");
+  bench
+      ->add_option("--tcp-port", config->tcp_port,
+                   "tcp: this rank's listening port (default: any free port)")
       ->check(CLI::Range(0, 65535));
 }
 
@@ -183,10 +200,13 @@ void print_error(const std::exception& error) {
 bool parse_command_line(int argc, const char* const* argv, CommandLine* command, int* exit_code) {
   CLI::App app{kDescription, "ringd"};
   app.set_version_flag("--version", std::string("ringd ") + version_string());
-  app.add_flag_callback("--help-env", [] {
-    print_environment_help();
-    throw CLI::Success();
-  }, "list the RINGD_* environment variables and exit");
+  app.add_flag_callback(
+      "--help-env",
+      [] {
+        print_environment_help();
+        throw CLI::Success();
+      },
+      "list the RINGD_* environment variables and exit");
   app.require_subcommand(1);
   app.footer("Run `ringd <command> --help` for a command's options.");
 

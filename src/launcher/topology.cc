@@ -42,8 +42,8 @@ void parse_host_port(const std::string& flag, const std::string& text, std::stri
   }
   const int value = parse_non_negative(port_part.c_str());
   if (host_part.empty() || value <= 0 || value > 65535) {
-    RINGD_THROW(kInvalidArgument, flag << " " << text
-                                       << " is not host:port (e.g. 127.0.0.1:29500, [::1]:29500)");
+    RINGD_THROW(kInvalidArgument,
+                flag << " " << text << " is not host:port (e.g. 127.0.0.1:29500, [::1]:29500)");
   }
   *host = host_part;
   *port = static_cast<uint16_t>(value);
@@ -56,14 +56,17 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
   topology.under_mpirun = env_rank != nullptr && env_size != nullptr;
 
   topology.transport = flags.transport;
-  if (topology.transport.empty()) topology.transport = topology.under_mpirun && have_mpi ? "mpi" : "tcp";
-  if (topology.transport != "tcp" && topology.transport != "mpi" && topology.transport != "inproc") {
+  if (topology.transport.empty())
+    topology.transport = topology.under_mpirun && have_mpi ? "mpi" : "tcp";
+  if (topology.transport != "tcp" && topology.transport != "mpi" &&
+      topology.transport != "inproc") {
     RINGD_THROW(kInvalidArgument,
                 "--transport " << topology.transport << " is not one of tcp, mpi, inproc");
   }
   if (topology.transport == "mpi" && !have_mpi) {
-    RINGD_THROW(kUnavailable, "--transport mpi: this ringd was built without MPI (reconfigure "
-                              "with -DRINGD_WITH_MPI=ON and Open MPI installed), use tcp");
+    RINGD_THROW(kUnavailable,
+                "--transport mpi: this ringd was built without MPI (reconfigure "
+                "with -DRINGD_WITH_MPI=ON and Open MPI installed), use tcp");
   }
   if (flags.inproc_ranks != -1 && topology.transport != "inproc") {
     RINGD_THROW(kInvalidArgument, "--ranks " << flags.inproc_ranks
@@ -86,8 +89,8 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
     topology.rank = parse_non_negative(env_rank);
     topology.size = parse_non_negative(env_size);
     if (topology.size < 1 || topology.rank < 0 || topology.rank >= topology.size) {
-      RINGD_THROW(kInvalidArgument, "OMPI_COMM_WORLD_RANK=" << env_rank << " OMPI_COMM_WORLD_SIZE="
-                                                            << env_size
+      RINGD_THROW(kInvalidArgument, "OMPI_COMM_WORLD_RANK=" << env_rank
+                                                            << " OMPI_COMM_WORLD_SIZE=" << env_size
                                                             << " is not a valid rank and size");
     }
     if ((flags.rank != -1 && flags.rank != topology.rank) ||
@@ -110,8 +113,9 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
       topology.size = flags.size;
     }
     if (topology.transport == "mpi" && topology.size > 1) {
-      RINGD_THROW(kInvalidArgument, "--transport mpi needs mpirun to start the ranks; without "
-                                    "mpirun use --transport tcp with --rendezvous");
+      RINGD_THROW(kInvalidArgument,
+                  "--transport mpi needs mpirun to start the ranks; without "
+                  "mpirun use --transport tcp with --rendezvous");
     }
   }
 

@@ -26,11 +26,10 @@ std::vector<uint8_t> reduce_inputs(const CheckShape& shape, size_t elements) {
   fill_check_input(shape, 0, result.data());
   for (int rank = 1; rank < shape.ranks; ++rank) {
     fill_check_input(shape, rank, input.data());
-    reduce_into(result.data(), result.data(), input.data(), elements, shape.dtype,
-                shape.op);
+    reduce_into(result.data(), result.data(), input.data(), elements, shape.dtype, shape.op);
   }
-  if (shape.op == ReduceOp::kAvg) scale_in_place(result.data(), elements, shape.dtype,
-                                                 1.0 / shape.ranks);
+  if (shape.op == ReduceOp::kAvg)
+    scale_in_place(result.data(), elements, shape.dtype, 1.0 / shape.ranks);
   return result;
 }
 
@@ -69,15 +68,15 @@ TEST_P(ReducePattern, ReduceScatterResultIsTheClosedForm) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, ReducePattern,
-    ::testing::Combine(::testing::ValuesIn(kAllDataTypes), ::testing::ValuesIn(kAllReduceOps),
-                       ::testing::Values(1, 2, 3, 8, 16, 300)),
-    [](const ::testing::TestParamInfo<Param>& info) {
-      return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-             reduce_op_name(std::get<1>(info.param)) + "_" +
-             std::to_string(std::get<2>(info.param)) + "ranks";
-    });
+INSTANTIATE_TEST_SUITE_P(AllTypes, ReducePattern,
+                         ::testing::Combine(::testing::ValuesIn(kAllDataTypes),
+                                            ::testing::ValuesIn(kAllReduceOps),
+                                            ::testing::Values(1, 2, 3, 8, 16, 300)),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  reduce_op_name(std::get<1>(info.param)) + "_" +
+                                  std::to_string(std::get<2>(info.param)) + "ranks";
+                         });
 
 TEST(BenchPattern, InputsDependOnRankAndIndex) {
   const CheckShape shape{Collective::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 4, 0, 64};

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -35,12 +34,14 @@ TEST(BenchReport, MakeRowComputesBandwidths) {
 TEST(BenchReport, RowLayout) {
   const BenchRow row = make_row(Collective::kAllreduce, 4096, 1024, DataType::kFloat32,
                                 ReduceOp::kSum, 0, 4, "mpi", 52.3125, 0);
-  EXPECT_EQ(format_row(row),
-            "        4096          1024     float     sum      -1    52.31    0.078    0.117       0\n");
+  EXPECT_EQ(
+      format_row(row),
+      "        4096          1024     float     sum      -1    52.31    0.078    0.117       0\n");
   BenchRow slow = make_row(Collective::kBroadcast, 67108864, 16777216, DataType::kBFloat16,
                            ReduceOp::kSum, 2, 4, "tcp", 123456.0, -1);
-  EXPECT_EQ(format_row(slow),
-            "    67108864      16777216  bfloat16    none       2   123456    0.544    0.544     N/A\n");
+  EXPECT_EQ(
+      format_row(slow),
+      "    67108864      16777216  bfloat16    none       2   123456    0.544    0.544     N/A\n");
 }
 
 TEST(BenchReport, HeaderNamesTheRunAndColumns) {
@@ -52,9 +53,9 @@ TEST(BenchReport, HeaderNamesTheRunAndColumns) {
   header.op = ReduceOp::kMax;
   header.algorithm = "ring";
   const std::string text = format_header(header);
-  for (const char* part : {"ranks: 8", "transport: tcp", "dtype: half", "op: max",
-                           "algorithm: ring", "size", "count", "type", "redop", "root", "time",
-                           "algbw", "busbw", "#wrong"}) {
+  for (const char* part :
+       {"ranks: 8", "transport: tcp", "dtype: half", "op: max", "algorithm: ring", "size", "count",
+        "type", "redop", "root", "time", "algbw", "busbw", "#wrong"}) {
     EXPECT_NE(text.find(part), std::string::npos) << part << " missing from\n" << text;
   }
   for (size_t start = 0; start < text.size();) {  // every header line is a comment
@@ -64,13 +65,11 @@ TEST(BenchReport, HeaderNamesTheRunAndColumns) {
 }
 
 TEST(BenchReport, FooterCountsWrongValuesAndAveragesBusBandwidth) {
-  std::vector<BenchRow> rows = {
-      make_row(Collective::kAllgather, 1000, 250, DataType::kFloat32, ReduceOp::kSum, 0, 2, "tcp",
-               1.0, 0),
-      make_row(Collective::kAllgather, 3000, 750, DataType::kFloat32, ReduceOp::kSum, 0, 2, "tcp",
-               1.0, 0)};
-  EXPECT_EQ(format_footer(rows),
-            "# Out of bounds values : 0 OK\n# Avg bus bandwidth : 1\n#\n");
+  std::vector<BenchRow> rows = {make_row(Collective::kAllgather, 1000, 250, DataType::kFloat32,
+                                         ReduceOp::kSum, 0, 2, "tcp", 1.0, 0),
+                                make_row(Collective::kAllgather, 3000, 750, DataType::kFloat32,
+                                         ReduceOp::kSum, 0, 2, "tcp", 1.0, 0)};
+  EXPECT_EQ(format_footer(rows), "# Out of bounds values : 0 OK\n# Avg bus bandwidth : 1\n#\n");
   rows[1].wrong = 7;
   EXPECT_NE(format_footer(rows).find("# Out of bounds values : 7 FAILED"), std::string::npos);
 }
@@ -84,9 +83,9 @@ TEST(BenchReport, JsonHasExactlyTheDocumentedKeys) {
   std::vector<std::string> keys;
   for (const auto& item : object.items()) keys.push_back(item.key());
   std::sort(keys.begin(), keys.end());
-  const std::vector<std::string> expected = {"algbw_GBps", "busbw_GBps", "bytes", "count", "dtype",
-                                             "op", "ranks", "redop", "time_us", "transport",
-                                             "wrong"};
+  const std::vector<std::string> expected = {"algbw_GBps", "busbw_GBps", "bytes", "count",
+                                             "dtype",      "op",         "ranks", "redop",
+                                             "time_us",    "transport",  "wrong"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(object["op"], "reducescatter");
   EXPECT_EQ(object["redop"], "prod");

@@ -18,6 +18,7 @@ struct Parsed {
 Parsed parse(std::vector<std::string> args) {
   args.insert(args.begin(), "ringd");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const std::string& arg : args) argv.push_back(arg.c_str());
   Parsed parsed;
   parsed.run = parse_command_line(static_cast<int>(argv.size()), argv.data(), &parsed.command,
@@ -46,10 +47,21 @@ TEST(Cli, DefaultsMatchTheDocumentation) {
 }
 
 TEST(Cli, EveryBenchFlag) {
-  const Parsed p = parse({"bench", "reducescatter", "--transport", "inproc", "--ranks", "6", "-b",
-                          "1K", "-e", "2M", "-f", "2", "--iters", "3", "--warmup", "0", "--dtype",
-                          "bf16", "--op", "max", "--check", "--json", "out.jsonl", "--algorithm",
-                          "ring", "--segment-bytes", "256K", "--in-place", "--timeout", "2.5"});
+  const Parsed p = parse({"bench",       "reducescatter",
+                          "--transport", "inproc",
+                          "--ranks",     "6",
+                          "-b",          "1K",
+                          "-e",          "2M",
+                          "-f",          "2",
+                          "--iters",     "3",
+                          "--warmup",    "0",
+                          "--dtype",     "bf16",
+                          "--op",        "max",
+                          "--check",     "--json",
+                          "out.jsonl",   "--algorithm",
+                          "ring",        "--segment-bytes",
+                          "256K",        "--in-place",
+                          "--timeout",   "2.5"});
   ASSERT_TRUE(p.run);
   const BenchConfig& c = p.command.bench;
   EXPECT_EQ(c.collective, Collective::kReduceScatter);
@@ -71,9 +83,9 @@ TEST(Cli, EveryBenchFlag) {
 }
 
 TEST(Cli, StandaloneIdentityFlags) {
-  const Parsed p = parse({"bench", "broadcast", "--root", "2", "--rank", "1", "--size", "3",
-                          "--rendezvous", "127.0.0.1:29500", "--tcp-port", "41001", "--algorithm",
-                          "rd"});
+  const Parsed p =
+      parse({"bench", "broadcast", "--root", "2", "--rank", "1", "--size", "3", "--rendezvous",
+             "127.0.0.1:29500", "--tcp-port", "41001", "--algorithm", "rd"});
   ASSERT_TRUE(p.run);
   EXPECT_EQ(p.command.bench.root, 2);
   EXPECT_EQ(p.command.bench.topology.rank, 1);

@@ -112,10 +112,10 @@ TEST(Topology, StandaloneFlagErrorsNameTheFlag) {
 
   TopologyFlags rank_only;
   rank_only.rank = 0;
-  EXPECT_NE(error_message(ErrorCode::kInvalidArgument,
-                          [&] { resolve_topology(rank_only, kNoEnv, true); })
-                .find("--size"),
-            std::string::npos);
+  EXPECT_NE(
+      error_message(ErrorCode::kInvalidArgument, [&] { resolve_topology(rank_only, kNoEnv, true); })
+          .find("--size"),
+      std::string::npos);
 
   TopologyFlags out_of_range;
   out_of_range.rank = 4;
@@ -167,8 +167,8 @@ TEST(Topology, ParseHostPort) {
   parse_host_port("--x", "[::1]:80", &host, &port);
   EXPECT_EQ(host, "::1");
   EXPECT_EQ(port, 80);
-  for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:8x", "a:b:1",
-                          "[::1]80"}) {
+  for (const char* bad :
+       {"", "host", "host:", ":80", "host:0", "host:65536", "host:8x", "a:b:1", "[::1]80"}) {
     EXPECT_THROW(parse_host_port("--x", bad, &host, &port), Error) << bad;
   }
 }

@@ -37,8 +37,9 @@ void mpi_ensure_initialized() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
-    RINGD_THROW(kUnavailable, "MPI has already been finalized in this process; the mpi transport "
-                              "cannot start again");
+    RINGD_THROW(kUnavailable,
+                "MPI has already been finalized in this process; the mpi transport "
+                "cannot start again");
   }
   int provided = MPI_THREAD_SINGLE;
   const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);

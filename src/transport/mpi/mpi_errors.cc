@@ -24,8 +24,7 @@ ErrorCode error_code_for_mpi_error(int code) {
   int error_class = code;
   if (MPI_Error_class(code, &error_class) != MPI_SUCCESS) error_class = code;
   switch (error_class) {
-    case MPI_ERR_TRUNCATE:
-      return ErrorCode::kMismatch;
+    case MPI_ERR_TRUNCATE: return ErrorCode::kMismatch;
     case MPI_ERR_BUFFER:
     case MPI_ERR_COUNT:
     case MPI_ERR_TYPE:
@@ -33,10 +32,8 @@ ErrorCode error_code_for_mpi_error(int code) {
     case MPI_ERR_COMM:
     case MPI_ERR_RANK:
     case MPI_ERR_REQUEST:
-    case MPI_ERR_ARG:
-      return ErrorCode::kInternal;
-    default:
-      return ErrorCode::kPeerLost;
+    case MPI_ERR_ARG: return ErrorCode::kInternal;
+    default: return ErrorCode::kPeerLost;
   }
 }
 

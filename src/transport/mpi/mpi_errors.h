@@ -2,9 +2,9 @@
 // every MPI call's result passes through here.
 #pragma once
 
-#include <string>
-
 #include <mpi.h>
+
+#include <string>
 
 #include "ringd/error.h"
 

@@ -111,8 +111,8 @@ class MpiRequest : public Request {
     std::ostringstream os;
     os << "rank " << state_->rank << ": "
        << (direction_ == Direction::kRecv ? "receiving " : "sending ") << bytes_ << " bytes "
-       << (direction_ == Direction::kRecv ? "from" : "to") << " peer rank " << state_->peer
-       << " (" << describe_tag(tag_) << ", mpi)";
+       << (direction_ == Direction::kRecv ? "from" : "to") << " peer rank " << state_->peer << " ("
+       << describe_tag(tag_) << ", mpi)";
     return os.str();
   }
 
@@ -146,7 +146,8 @@ class MpiRequest : public Request {
                          ? MPI_Isend(data, count, MPI_BYTE, state_->peer, kMpiTag, comm, &request)
                          : MPI_Irecv(data, count, MPI_BYTE, state_->peer, kMpiTag, comm, &request);
     try {
-      check_mpi(code, where() + ": " + (direction_ == Direction::kSend ? "MPI_Isend" : "MPI_Irecv"));
+      check_mpi(code,
+                where() + ": " + (direction_ == Direction::kSend ? "MPI_Isend" : "MPI_Irecv"));
     } catch (const Error& error) {
       state_->fail(error);  // reported by wait()
       return;
@@ -174,14 +175,15 @@ class MpiRequest : public Request {
     check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), where() + ": MPI_Get_count");
     if (index == 0) {
       Header header{};
-      if (count >= static_cast<int>(sizeof header)) std::memcpy(&header, buffer_.data(), sizeof header);
+      if (count >= static_cast<int>(sizeof header))
+        std::memcpy(&header, buffer_.data(), sizeof header);
       if (count >= static_cast<int>(sizeof header) && header.tag == kAbortTag) {
         const size_t length = std::min<size_t>(header.bytes, count - sizeof header);
-        RINGD_THROW(kPeerLost, "rank " << state_->rank << ": peer rank " << state_->peer
-                                       << " gave up: "
-                                       << std::string(reinterpret_cast<const char*>(
-                                                          buffer_.data() + sizeof header),
-                                                      length));
+        RINGD_THROW(
+            kPeerLost,
+            "rank " << state_->rank << ": peer rank " << state_->peer << " gave up: "
+                    << std::string(reinterpret_cast<const char*>(buffer_.data() + sizeof header),
+                                   length));
       }
       if (count < static_cast<int>(sizeof header) || header.tag != tag_ || header.bytes != bytes_) {
         std::ostringstream os;
@@ -198,8 +200,9 @@ class MpiRequest : public Request {
     }
     if (static_cast<size_t>(count) != expected_[index]) {
       RINGD_THROW(kMismatch, where() << ": MPI delivered " << count << " bytes where "
-                                     << expected_[index] << " were expected; the ranks disagree "
-                                                            "on the message size");
+                                     << expected_[index]
+                                     << " were expected; the ranks disagree "
+                                        "on the message size");
     }
     if (index == 0 && bytes_ > 0 && bytes_ <= kInlineBytes) {
       std::memcpy(data_, buffer_.data() + sizeof(Header), bytes_);
@@ -228,11 +231,11 @@ class MpiRequest : public Request {
   void* data_;
   size_t bytes_;
   uint64_t tag_;
-  std::vector<uint8_t> buffer_;        // header (+ inline payload)
-  std::vector<MPI_Request> pending_;   // header/inline message first, then payload chunks
-  std::vector<size_t> expected_;       // byte count of each pending message
-  size_t next_ = 0;                    // first request not yet completed
-  bool complete_ = false;              // every message done and verified
+  std::vector<uint8_t> buffer_;       // header (+ inline payload)
+  std::vector<MPI_Request> pending_;  // header/inline message first, then payload chunks
+  std::vector<size_t> expected_;      // byte count of each pending message
+  size_t next_ = 0;                   // first request not yet completed
+  bool complete_ = false;             // every message done and verified
 };
 
 }  // namespace
@@ -250,16 +253,15 @@ std::string MpiPair::peer_description() const {
 }
 
 RequestPtr MpiPair::isend(const void* data, size_t bytes, uint64_t tag) {
-  return std::make_unique<MpiRequest>(state_, MpiRequest::Direction::kSend,
-                                      const_cast<void*>(data), bytes, tag);
+  return std::make_unique<MpiRequest>(state_, MpiRequest::Direction::kSend, const_cast<void*>(data),
+                                      bytes, tag);
 }
 
 void MpiPair::abort(const std::string& reason) {
   const std::string text = reason.substr(0, kMaxAbortReasonBytes);
-  state_->fail(Error(ErrorCode::kPeerLost, "rank " + std::to_string(state_->rank) +
-                                               ": the pair to peer rank " +
-                                               std::to_string(state_->peer) +
-                                               " was aborted: " + text));
+  state_->fail(Error(ErrorCode::kPeerLost,
+                     "rank " + std::to_string(state_->rank) + ": the pair to peer rank " +
+                         std::to_string(state_->peer) + " was aborted: " + text));
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;

@@ -15,14 +15,14 @@
 // with kAbortTag is a peer's abort notice instead (MpiPair::abort).
 #pragma once
 
+#include <mpi.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <mpi.h>
 
 #include "ringd/error.h"
 #include "ringd/transport.h"
