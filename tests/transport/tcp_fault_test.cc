@@ -130,6 +130,51 @@ TEST(TcpFault, WorldSizeMismatchIsRefused) {
   RINGD_EXPECT_CONTAINS(errors[0].what(), "the last rejected connection: world size mismatch");
 }
 
+TEST(TcpFault, AbortTellsThePeerWhy) {
+  MemoryStore store;
+  auto contexts = connect_ranks(2, store, std::chrono::seconds(10));
+  int received = 0;
+  auto receive = contexts[0]->pair(1).irecv(&received, sizeof(received), 1);
+  contexts[1]->abort("rank 1: allreduce #3 failed: the root cause");
+  const Error error = expect_error([&] { receive->wait(milliseconds(5000)); });
+  EXPECT_EQ(error.code(), ErrorCode::kPeerLost);
+  RINGD_EXPECT_CONTAINS(error.what(), "rank 0: peer rank 1 (127.0.0.1:");
+  RINGD_EXPECT_CONTAINS(error.what(), "aborted: rank 1: allreduce #3 failed: the root cause");
+  // The aborting side's own pair is failed too.
+  const Error own = expect_error(
+      [&] { contexts[1]->pair(0).isend(&received, sizeof(received), 2)->wait(milliseconds(1000)); });
+  EXPECT_EQ(own.code(), ErrorCode::kPeerLost);
+}
+
+TEST(TcpFault, AbortFinishesAPartlySentMessageFromACopy) {
+  // Rank 1 aborts while a 32 MB send may be part-way onto the wire (rank 0 has not posted its
+  // receive, so the kernel buffers fill). The stream must stay intact: rank 0 gets either the whole,
+  // correct message and then the abort, or the abort at once; never corrupt data.
+  MemoryStore store;
+  auto contexts = connect_ranks(2, store, std::chrono::seconds(10));
+  constexpr size_t kBytes = 32u << 20;
+  std::vector<uint8_t> outgoing(kBytes), incoming(kBytes, 0);
+  for (size_t i = 0; i < kBytes; ++i) outgoing[i] = static_cast<uint8_t>(i * 31 + (i >> 16));
+  const std::vector<uint8_t> expected = outgoing;
+  auto send = contexts[1]->pair(0).isend(outgoing.data(), kBytes, 1);
+  int small = 0;
+  auto small_send = contexts[1]->pair(0).isend(&small, sizeof(small), 2);
+  contexts[1]->abort("rank 1 gave up");
+  std::fill(outgoing.begin(), outgoing.end(), 0xFF);  // the caller may reuse its buffer now
+  EXPECT_EQ(expect_error([&] { send->wait(milliseconds(1000)); }).code(), ErrorCode::kPeerLost);
+  try {
+    contexts[0]->pair(1).irecv(incoming.data(), kBytes, 1)->wait(milliseconds(10000));
+    EXPECT_TRUE(incoming == expected) << "the partly sent message arrived corrupted";
+    const Error after = expect_error(
+        [&] { contexts[0]->pair(1).irecv(&small, sizeof(small), 2)->wait(milliseconds(10000)); });
+    EXPECT_EQ(after.code(), ErrorCode::kPeerLost);
+    RINGD_EXPECT_CONTAINS(after.what(), "aborted: rank 1 gave up");
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kPeerLost);
+    RINGD_EXPECT_CONTAINS(error.what(), "aborted: rank 1 gave up");
+  }
+}
+
 TEST(TcpFault, MissingRankTimesOutNamingIt) {
   MemoryStore store;
   const auto start = Clock::now();

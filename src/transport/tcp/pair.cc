@@ -2,6 +2,9 @@
 // The I/O thread's half is pair_io.cc.
 #include "transport/tcp/pair.h"
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <cstdio>
 
 #include "transport/tcp/handshake.h"
@@ -101,20 +104,74 @@ void PairChannel::close(const Error& error) {
 }
 
 void PairChannel::fail_locked(const Error& error) {
-  if (failed_) return;
-  failed_ = error;
-  for (auto* queue : {&sends_, &recvs_}) {
-    for (auto& op : *queue) {
-      op->done = true;
-      op->error = error;
+  if (!failed_) {
+    failed_ = error;
+    for (auto* queue : {&sends_, &recvs_}) {
+      for (auto& op : *queue) {
+        op->done = true;
+        op->error = error;
+      }
+      queue->clear();
     }
-    queue->clear();
+    completed_.notify_all();
   }
+  close_socket_locked();
+}
+
+void PairChannel::close_socket_locked() {
+  aborting_ = false;
   if (socket_.valid()) {
     loop_.remove(loop_id_, socket_.get());
     socket_.reset();
   }
-  completed_.notify_all();
+}
+
+void PairChannel::abort(const std::string& reason) noexcept {
+  IoLoop::Id wake_id = 0;
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_ || !socket_.valid()) return;
+    const Error error = RINGD_MAKE_ERROR(
+        kPeerLost, "rank " << rank_ << ": the pair to peer rank " << peer_ << " (" << peer_address_
+                           << ") was aborted: " << reason);
+    // The message partly on the wire must be finished or the stream is corrupt; copy its bytes,
+    // since the caller may release its buffers as soon as we return.
+    std::shared_ptr<PairOp> partial;
+    if (!sends_.empty() && sends_.front()->progress > 0) {
+      partial = std::make_shared<PairOp>(*sends_.front());
+      partial->owned.assign(partial->data, partial->data + partial->bytes);
+      partial->data = partial->owned.data();
+    }
+    auto notice = std::make_shared<PairOp>();
+    notice->is_send = true;
+    notice->owned.assign(reason.begin(),
+                         reason.begin() + std::min(reason.size(), kMaxAbortReasonBytes));
+    notice->data = notice->owned.data();
+    notice->bytes = notice->owned.size();
+    notice->header = MessageHeader{kDataMagic | kProtocolVersion, kFlagAbort, 0, notice->bytes};
+    failed_ = error;  // every user request, pending or future, fails now
+    for (auto* queue : {&sends_, &recvs_}) {
+      for (auto& op : *queue) {
+        op->done = true;
+        op->error = error;
+      }
+      queue->clear();
+    }
+    completed_.notify_all();
+    if (partial) sends_.push_back(partial);
+    sends_.push_back(notice);
+    aborting_ = true;
+    // Write now rather than wait for the I/O thread: the process may be about to exit.
+    progress_send_locked();
+    if (aborting_ && sends_.empty()) {
+      ::shutdown(socket_.get(), SHUT_WR);  // FIN after the notice; closed with the context
+      aborting_ = false;
+    }
+    wake_id = aborting_ ? loop_id_ : 0;
+  } catch (...) {
+    return;  // best effort
+  }
+  if (wake_id != 0) loop_.wake(wake_id);
 }
 
 namespace {

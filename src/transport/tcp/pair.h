@@ -15,6 +15,12 @@
 // The first failure (peer lost, corrupt stream, mismatch, a timed-out wait) fails the whole pair:
 // the socket is closed, so no buffer is touched afterwards, and every pending and future request
 // throws that error.
+//
+// abort(reason) (Pair::abort) sends a control message with flags = kFlagAbort and the reason as
+// payload (at most kMaxAbortReasonBytes) after whatever message is partly on the wire (its rest is
+// copied, so the caller may free its buffers), then shuts the connection down. The peer reads it
+// even with no receive posted and fails the pair with kPeerLost "peer rank P (...) aborted:
+// <reason>", so the root cause of a failure travels from rank to rank.
 #pragma once
 
 #include <condition_variable>
@@ -24,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ringd/error.h"
 #include "ringd/transport.h"
@@ -40,6 +47,8 @@ struct MessageHeader {
 };
 static_assert(sizeof(MessageHeader) == 24, "MessageHeader is 24 bytes on the wire");
 constexpr uint32_t kDataMagic = 0x52440000u;  // "RD" + protocol version in the low 16 bits
+constexpr uint32_t kFlagAbort = 1;  // the payload is the sender's reason for giving up
+constexpr size_t kMaxAbortReasonBytes = 4096;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
 struct PairOp {
@@ -51,6 +60,7 @@ struct PairOp {
   size_t progress = 0;     // sends: header + payload bytes written
   bool done = false;
   std::optional<Error> error;
+  std::vector<char> owned;  // internal sends (abort notice, copied rest of a partial message)
 };
 
 class PairChannel : public IoHandler, public std::enable_shared_from_this<PairChannel> {
@@ -71,11 +81,15 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   void wait(PairOp& op, std::chrono::milliseconds timeout);
   // Fails the pair with `error` and closes the socket. Any thread.
   void close(const Error& error);
+  // Tells the peer why this rank gives up (see above); never throws. Any thread.
+  void abort(const std::string& reason) noexcept;
 
   void on_io(uint32_t events) override;  // the loop thread
 
  private:
   void fail_locked(const Error& error);
+  void close_socket_locked();
+  bool read_abort_notice_locked();  // true when the pair failed (the notice is complete)
   bool progress_send_locked();  // returns whether an operation completed
   bool progress_recv_locked();
   bool read_header_locked(bool* made_progress);
@@ -91,6 +105,9 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   Fd socket_;
   IoLoop::Id loop_id_ = 0;
   std::optional<Error> failed_;
+  bool aborting_ = false;  // failed_ is set but the abort notice is still being written
+  std::string abort_notice_;
+  size_t abort_notice_got_ = 0;
   std::deque<std::shared_ptr<PairOp>> sends_;
   std::deque<std::shared_ptr<PairOp>> recvs_;
   // Receive state: the next message's header (possibly partly read) and the matched payload.
@@ -110,6 +127,7 @@ class TcpPair : public Pair {
   std::string peer_description() const override { return channel_->description(); }
   RequestPtr isend(const void* data, size_t bytes, uint64_t tag) override;
   RequestPtr irecv(void* data, size_t bytes, uint64_t tag) override;
+  void abort(const std::string& reason) override { channel_->abort(reason); }
 
  private:
   std::shared_ptr<PairChannel> channel_;

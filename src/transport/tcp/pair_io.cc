@@ -15,6 +15,14 @@ constexpr size_t kHeaderBytes = sizeof(MessageHeader);
 
 void PairChannel::on_io(uint32_t /*events*/) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (aborting_ && socket_.valid()) {  // finishing the abort notice; nothing else
+    progress_send_locked();
+    if (aborting_ && sends_.empty()) {
+      ::shutdown(socket_.get(), SHUT_WR);
+      aborting_ = false;
+    }
+    return;
+  }
   if (failed_ || !socket_.valid()) return;
   bool completed = progress_send_locked();
   if (!failed_) completed |= progress_recv_locked();
@@ -92,17 +100,46 @@ bool PairChannel::read_header_locked(bool* made_progress) {
       return false;
     }
   }
-  if (incoming_.magic_version != (kDataMagic | kProtocolVersion)) {
+  if (incoming_.magic_version != (kDataMagic | kProtocolVersion) ||
+      (incoming_.flags & ~kFlagAbort) != 0 ||
+      ((incoming_.flags & kFlagAbort) && incoming_.bytes > kMaxAbortReasonBytes)) {
     fail_locked(RINGD_MAKE_ERROR(
         kProtocol, "rank " << rank_ << ": corrupt stream from peer rank " << peer_ << " ("
                            << peer_address_ << "): message header starts with 0x" << std::hex
-                           << incoming_.magic_version << ", expected 0x"
-                           << (kDataMagic | kProtocolVersion)));
+                           << incoming_.magic_version << " (flags 0x" << incoming_.flags
+                           << "), expected 0x" << (kDataMagic | kProtocolVersion)));
     return false;
   }
   have_header_ = true;
   matched_ = false;
   payload_got_ = 0;
+  if (incoming_.flags & kFlagAbort) {
+    abort_notice_.assign(incoming_.bytes, '\0');
+    abort_notice_got_ = 0;
+  }
+  return true;
+}
+
+// The peer's abort notice: read its reason (a control message, not user payload), then fail.
+bool PairChannel::read_abort_notice_locked() {
+  while (abort_notice_got_ < abort_notice_.size()) {
+    const ssize_t got = ::recv(socket_.get(), abort_notice_.data() + abort_notice_got_,
+                               abort_notice_.size() - abort_notice_got_, MSG_DONTWAIT);
+    if (got > 0) {
+      abort_notice_got_ += static_cast<size_t>(got);
+    } else if (got == 0) {
+      lost_locked(0, "");
+      return true;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    } else if (errno != EINTR) {
+      lost_locked(errno, "receive failed: ");
+      return true;
+    }
+  }
+  fail_locked(RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": peer rank " << peer_ << " ("
+                                                  << peer_address_
+                                                  << ") aborted: " << abort_notice_));
   return true;
 }
 
@@ -111,6 +148,7 @@ bool PairChannel::progress_recv_locked() {
   for (;;) {
     bool made_progress = false;
     if (!have_header_ && !read_header_locked(&made_progress)) return completed;
+    if (incoming_.flags & kFlagAbort) return read_abort_notice_locked() || completed;
     if (recvs_.empty()) return completed;  // backpressure: leave the payload in the kernel
     PairOp& op = *recvs_.front();
     if (!matched_) {
