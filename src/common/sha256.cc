@@ -31,7 +31,7 @@ Sha256::Sha256() : state_(kInitialState) {}
 // Section 6.2.2: one 512-bit block.
 void Sha256::compress(const uint8_t block[64]) {
   uint32_t w[64];
-  for (int t = 0; t < 16; ++t) {
+  for (size_t t = 0; t < 16; ++t) {
     w[t] = (uint32_t{block[4 * t]} << 24) | (uint32_t{block[4 * t + 1]} << 16) |
            (uint32_t{block[4 * t + 2]} << 8) | uint32_t{block[4 * t + 3]};
   }
@@ -101,7 +101,7 @@ Sha256Digest Sha256::finish() {
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(bit_length >> (56 - 8 * i));
   update(length, 8);
   Sha256Digest digest;
-  for (int i = 0; i < 8; ++i) {
+  for (size_t i = 0; i < 8; ++i) {
     digest[4 * i] = static_cast<uint8_t>(state_[i] >> 24);
     digest[4 * i + 1] = static_cast<uint8_t>(state_[i] >> 16);
     digest[4 * i + 2] = static_cast<uint8_t>(state_[i] >> 8);

@@ -44,8 +44,8 @@ void make_directories(const std::string& path) {
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = path.substr(0, slash);
     if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      RINGD_THROW(kIo, "rendezvous: cannot create the file store directory " << prefix << ": "
-                                                                             << tcp::errno_text(errno));
+      RINGD_THROW(kIo, "rendezvous: cannot create the file store directory "
+                           << prefix << ": " << tcp::errno_text(errno));
     }
     if (slash == std::string::npos) return;
   }
@@ -124,7 +124,8 @@ std::vector<uint8_t> FileStore::get(const std::string& key, std::chrono::millise
                                                 << ") — did every rank start with the same "
                                                    "directory?");
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(20));
   }
 }

@@ -55,9 +55,8 @@ void TcpStore::Impl::connect(tcp::Deadline deadline) {
       last_error = "connect: " + tcp::errno_text(error);
     }
     if (tcp::Clock::now() + backoff >= deadline) {
-      RINGD_THROW(kTimeout, "rendezvous: could not reach " << name << " within "
-                                                           << timeout.count() << " ms (last error: "
-                                                           << last_error
+      RINGD_THROW(kTimeout, "rendezvous: could not reach " << name << " within " << timeout.count()
+                                                           << " ms (last error: " << last_error
                                                            << ") — is the rendezvous server up?");
     }
     std::this_thread::sleep_for(backoff);  // retry back-off, not synchronisation
@@ -71,9 +70,9 @@ void TcpStore::Impl::lost(tcp::IoStatus status, int error, const std::string& ke
     RINGD_THROW(kTimeout, "rendezvous: " << name << " did not answer the request for key '" << key
                                          << "' in time");
   }
-  RINGD_THROW(kPeerLost, "rendezvous: lost the connection to " << name << " during the request for key '"
-                                                               << key << "': "
-                                                               << tcp::io_status_text(status, error));
+  RINGD_THROW(kPeerLost, "rendezvous: lost the connection to "
+                             << name << " during the request for key '" << key
+                             << "': " << tcp::io_status_text(status, error));
 }
 
 std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::string& key,
@@ -102,8 +101,8 @@ std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::s
   if (response.magic != store_protocol::kMagic ||
       response.value_bytes > store_protocol::kMaxValueBytes) {
     socket.reset();
-    RINGD_THROW(kProtocol, "rendezvous: " << name << " sent a malformed response for key '" << key
-                                          << "'");
+    RINGD_THROW(kProtocol,
+                "rendezvous: " << name << " sent a malformed response for key '" << key << "'");
   }
   std::vector<uint8_t> body(response.value_bytes);
   io = tcp::recv_exact(socket.get(), body.data(), body.size(), deadline, &error);
@@ -144,9 +143,8 @@ std::vector<uint8_t> TcpStore::get(const std::string& key, std::chrono::millisec
   const tcp::Deadline deadline =
       tcp::Clock::now() + std::chrono::milliseconds(wait_ms) + std::chrono::seconds(5);
   Status status = Status::kOk;
-  std::vector<uint8_t> value =
-      impl_->request(store_protocol::Op::kGet, key, {}, static_cast<uint32_t>(wait_ms), deadline,
-                     &status);
+  std::vector<uint8_t> value = impl_->request(store_protocol::Op::kGet, key, {},
+                                              static_cast<uint32_t>(wait_ms), deadline, &status);
   if (status == Status::kTimeout) {
     RINGD_THROW(kTimeout, "rendezvous: key '" << key << "' did not appear in " << impl_->name
                                               << " within " << timeout.count()

@@ -34,7 +34,8 @@ struct TcpStoreServer::Impl {
 
 namespace {
 
-class StoreConnection : public tcp::IoHandler, public std::enable_shared_from_this<StoreConnection> {
+class StoreConnection : public tcp::IoHandler,
+                        public std::enable_shared_from_this<StoreConnection> {
  public:
   StoreConnection(TcpStoreServer::Impl& server, tcp::Fd socket, std::string from)
       : server_(server), socket_(std::move(socket)), from_(std::move(from)) {}
@@ -241,9 +242,9 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std
     auto connection = std::make_shared<StoreConnection>(server, std::move(socket), from);
     connection->start();
   };
-  impl_->acceptor = std::make_shared<tcp::Acceptor>(impl_->loop, std::move(listener),
-                                                    tcp::resolve_secret(secret), -1, impl_->name,
-                                                    std::move(callbacks));
+  impl_->acceptor =
+      std::make_shared<tcp::Acceptor>(impl_->loop, std::move(listener), tcp::resolve_secret(secret),
+                                      -1, impl_->name, std::move(callbacks));
   impl_->acceptor->start(impl_->acceptor);
   RINGD_LOG(kInfo) << impl_->name << ": serving";
 }

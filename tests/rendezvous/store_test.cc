@@ -1,5 +1,7 @@
 // The Store contract, for every store: set/get, overwrite, binary and empty values, get waiting
 // for a later set, get timing out with the key named, many concurrent clients.
+#include "ringd/store.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -9,7 +11,6 @@
 #include <thread>
 
 #include "ringd/error.h"
-#include "ringd/store.h"
 #include "ringd/tcp.h"
 
 namespace ringd {
@@ -143,7 +144,8 @@ TEST_P(StoreTest, ManyClientsPublishAndReadEachOther) {
       auto client = store_->client();
       client->set("rank/" + std::to_string(i), to_bytes("address of " + std::to_string(i)));
       for (int j = 0; j < kClients; ++j) {
-        const std::string value = to_string(client->get("rank/" + std::to_string(j), milliseconds(10000)));
+        const std::string value =
+            to_string(client->get("rank/" + std::to_string(j), milliseconds(10000)));
         correct[i] += value == "address of " + std::to_string(j);
       }
     });

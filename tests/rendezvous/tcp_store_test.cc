@@ -20,8 +20,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing \"" << (part) << "\" in " << (text)
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "missing \"" << (part) << "\" in " << (text)
 
 tcp::Deadline in(milliseconds delay) { return tcp::Clock::now() + delay; }
 
@@ -38,7 +39,8 @@ Error expect_error(Body&& body) {
 
 tcp::Fd raw_connection(uint16_t port) {
   int error = 0;
-  tcp::Fd socket = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0, in(milliseconds(5000)), &error);
+  tcp::Fd socket =
+      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0, in(milliseconds(5000)), &error);
   EXPECT_TRUE(socket.valid()) << tcp::errno_text(error);
   return socket;
 }
@@ -126,8 +128,9 @@ std::string oversized_request(uint16_t port, uint32_t key_bytes, uint64_t value_
   EXPECT_EQ(tcp::send_all(socket.get(), &header, sizeof(header), in(milliseconds(5000)), &error),
             tcp::IoStatus::kOk);
   store_protocol::ResponseHeader response{};
-  EXPECT_EQ(tcp::recv_exact(socket.get(), &response, sizeof(response), in(milliseconds(5000)), &error),
-            tcp::IoStatus::kOk);
+  EXPECT_EQ(
+      tcp::recv_exact(socket.get(), &response, sizeof(response), in(milliseconds(5000)), &error),
+      tcp::IoStatus::kOk);
   EXPECT_EQ(response.status, static_cast<uint32_t>(store_protocol::Status::kError));
   std::string text(response.value_bytes, '\0');
   tcp::recv_exact(socket.get(), text.data(), text.size(), in(milliseconds(5000)), &error);

@@ -85,8 +85,9 @@ TEST(TcpFault, ReceiveNobodyAnswersTimesOut) {
   EXPECT_GE(Clock::now() - start, milliseconds(300));
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
   EXPECT_EQ(error.code(), ErrorCode::kTimeout);
-  RINGD_EXPECT_CONTAINS(error.what(), ("rank 0: timed out after 300 ms waiting to receive 4096 bytes (tag 0x3000004"
-                        " (operation 3, message 4)) from peer rank 1 (127.0.0.1:"));
+  RINGD_EXPECT_CONTAINS(
+      error.what(), ("rank 0: timed out after 300 ms waiting to receive 4096 bytes (tag 0x3000004"
+                     " (operation 3, message 4)) from peer rank 1 (127.0.0.1:"));
   // The timed-out pair is closed on both sides: the peer sees the connection go away.
   const Error peer_error = expect_error(
       [&] { contexts[1]->pair(0).irecv(buffer.data(), 1, 1)->wait(milliseconds(5000)); });
@@ -125,7 +126,8 @@ TEST(TcpFault, WorldSizeMismatchIsRefused) {
   });
   ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(errors[1].code(), ErrorCode::kMismatch) << errors[1].what();
-  RINGD_EXPECT_CONTAINS(errors[1].what(), "world size mismatch: the dialer has 3 ranks, this rank 2");
+  RINGD_EXPECT_CONTAINS(errors[1].what(),
+                        "world size mismatch: the dialer has 3 ranks, this rank 2");
   EXPECT_EQ(errors[0].code(), ErrorCode::kTimeout) << errors[0].what();
   RINGD_EXPECT_CONTAINS(errors[0].what(), "the last rejected connection: world size mismatch");
 }
@@ -141,15 +143,16 @@ TEST(TcpFault, AbortTellsThePeerWhy) {
   RINGD_EXPECT_CONTAINS(error.what(), "rank 0: peer rank 1 (127.0.0.1:");
   RINGD_EXPECT_CONTAINS(error.what(), "aborted: rank 1: allreduce #3 failed: the root cause");
   // The aborting side's own pair is failed too.
-  const Error own = expect_error(
-      [&] { contexts[1]->pair(0).isend(&received, sizeof(received), 2)->wait(milliseconds(1000)); });
+  const Error own = expect_error([&] {
+    contexts[1]->pair(0).isend(&received, sizeof(received), 2)->wait(milliseconds(1000));
+  });
   EXPECT_EQ(own.code(), ErrorCode::kPeerLost);
 }
 
 TEST(TcpFault, AbortFinishesAPartlySentMessageFromACopy) {
   // Rank 1 aborts while a 32 MB send may be part-way onto the wire (rank 0 has not posted its
-  // receive, so the kernel buffers fill). The stream must stay intact: rank 0 gets either the whole,
-  // correct message and then the abort, or the abort at once; never corrupt data.
+  // receive, so the kernel buffers fill). The stream must stay intact: rank 0 gets either the
+  // whole, correct message and then the abort, or the abort at once; never corrupt data.
   MemoryStore store;
   auto contexts = connect_ranks(2, store, std::chrono::seconds(10));
   constexpr size_t kBytes = 32u << 20;

@@ -184,12 +184,14 @@ TEST(TcpIntruder, DialerReportsAForeignProtocolVersion) {
   hello.target_rank = 0;
   hello.world_size = 2;
   const Error result = expect_error([&] {
-    tcp::dial_handshake(socket.get(), "s", hello, 0, "rank 1", "peer rank 0", in(milliseconds(5000)));
+    tcp::dial_handshake(socket.get(), "s", hello, 0, "rank 1", "peer rank 0",
+                        in(milliseconds(5000)));
   });
   socket.reset();
   fake_acceptor.join();
   EXPECT_EQ(result.code(), ErrorCode::kProtocol);
-  RINGD_EXPECT_CONTAINS(result.what(), "rank 1: peer rank 0: peer speaks ringd protocol v2, this is v1");
+  RINGD_EXPECT_CONTAINS(result.what(),
+                        "rank 1: peer rank 0: peer speaks ringd protocol v2, this is v1");
 }
 
 }  // namespace

@@ -12,9 +12,9 @@
 namespace ringd {
 namespace {
 
+using std::chrono::milliseconds;
 using testing::connect_ranks;
 using testing::run_ranks;
-using std::chrono::milliseconds;
 
 // Deterministic content for message `index` from `from` to `to`.
 uint8_t pattern(int from, int to, size_t index, size_t offset) {
@@ -51,8 +51,9 @@ TEST_P(TcpMeshTest, EveryRankExchangesWithEveryPeer) {
     for (int peer = 0; peer < size; ++peer) {
       if (peer == rank) continue;
       EXPECT_EQ(incoming[peer], make_message(peer, rank, 0, 1000 + 17 * peer));
-      EXPECT_NE(ctx.pair(peer).peer_description().find("rank " + std::to_string(peer) + " (127.0.0.1:"),
-                std::string::npos);
+      EXPECT_NE(
+          ctx.pair(peer).peer_description().find("rank " + std::to_string(peer) + " (127.0.0.1:"),
+          std::string::npos);
     }
   });
 }
@@ -178,7 +179,8 @@ TEST(TcpPair, WithoutASecretTheHandshakeStillRunsAndWarnsOnce) {
   ::testing::internal::CaptureStderr();
   std::vector<std::unique_ptr<Context>> contexts(2);
   run_ranks(2, [&](int rank) {
-    contexts[rank] = tcp_connect(store, rank, 2, testing::loopback_options(milliseconds(10000), ""));
+    contexts[rank] =
+        tcp_connect(store, rank, 2, testing::loopback_options(milliseconds(10000), ""));
   });
   const std::string log = ::testing::internal::GetCapturedStderr();
   int value = 5, received = 0;

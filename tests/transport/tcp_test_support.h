@@ -71,6 +71,7 @@ Error expect_error(Body&& body) {
 }  // namespace ringd::testing
 
 // EXPECT_THAT(text, HasSubstr(part)) without gmock.
-#define RINGD_EXPECT_CONTAINS(text, part)                                                    \
-  EXPECT_NE(std::string(text).find(part), std::string::npos)                                 \
-      << "expected to find \"" << (part) << "\" in:\n" << (text)
+#define RINGD_EXPECT_CONTAINS(text, part)                    \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "expected to find \"" << (part) << "\" in:\n"       \
+      << (text)

@@ -57,12 +57,12 @@ bool AcceptHandshake::read_message(int fd) {
         reject(HandshakeStatus::kProtocol, ErrorCode::kProtocol, problem);
         return false;
       }
-      const uint32_t expected = static_cast<uint32_t>(hello_done_ ? HandshakeType::kProof
-                                                                  : HandshakeType::kHello);
+      const uint32_t expected =
+          static_cast<uint32_t>(hello_done_ ? HandshakeType::kProof : HandshakeType::kHello);
       if (parsed.type != expected) {
         reject(HandshakeStatus::kProtocol, ErrorCode::kProtocol,
-               "unexpected handshake message type " + std::to_string(parsed.type) +
-                   " (expected " + std::to_string(expected) + ")");
+               "unexpected handshake message type " + std::to_string(parsed.type) + " (expected " +
+                   std::to_string(expected) + ")");
         return false;
       }
       body_.assign(parsed.body_bytes, 0);
@@ -76,9 +76,8 @@ bool AcceptHandshake::read_message(int fd) {
     state_ = State::kRejected;
     reject_code_ = ErrorCode::kPeerLost;
     reject_reason_ = "connection " + io_status_text(IoStatus::kClosed, error) +
-                     " during the handshake" + (hello_done_ ? " (after the hello of " +
-                                                                  claimed(hello_) + ")"
-                                                            : "");
+                     " during the handshake" +
+                     (hello_done_ ? " (after the hello of " + claimed(hello_) + ")" : "");
     return false;
   }
   return result == ReadResult::kComplete;

@@ -96,9 +96,9 @@ void Acceptor::finish(Pending& pending) {
     return;
   }
   const std::string reason =
-      pending.timed_out_ ? "handshake not completed within " +
-                               std::to_string(kHandshakeTimeout.count()) + " ms"
-                         : handshake.reject_reason();
+      pending.timed_out_
+          ? "handshake not completed within " + std::to_string(kHandshakeTimeout.count()) + " ms"
+          : handshake.reject_reason();
   const ErrorCode code = pending.timed_out_ ? ErrorCode::kTimeout : handshake.reject_code();
   RINGD_LOG(kWarn) << self_ << ": rejected connection from " << pending.from_ << ": " << reason;
   if (!pending.timed_out_ && !handshake.reject_reply().empty()) {

@@ -58,8 +58,8 @@ class TcpDevice {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<bool> connected_;          // guarded by mutex_
-  std::string last_rejection_;           // guarded by mutex_
+  std::vector<bool> connected_;           // guarded by mutex_
+  std::string last_rejection_;            // guarded by mutex_
   bool auth_failed_for_missing_ = false;  // guarded by mutex_
 };
 

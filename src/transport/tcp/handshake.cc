@@ -44,8 +44,8 @@ struct DialContext {
 
 [[noreturn]] void throw_io(const DialContext& dial, IoStatus status, int error, const char* step) {
   if (status == IoStatus::kTimeout) {
-    RINGD_THROW(kTimeout, dial.self << ": handshake with " << dial.peer << " timed out while "
-                                    << step);
+    RINGD_THROW(kTimeout,
+                dial.self << ": handshake with " << dial.peer << " timed out while " << step);
   }
   RINGD_THROW(kPeerLost, dial.self << ": handshake with " << dial.peer << " failed while " << step
                                    << ": " << io_status_text(status, error));
@@ -116,7 +116,8 @@ void dial_handshake(int fd, const std::string& secret, const HelloInfo& hello,
   uint8_t acceptor_proof[32];
   reader.raw(acceptor_nonce, sizeof(acceptor_nonce));
   reader.raw(acceptor_proof, sizeof(acceptor_proof));
-  if (!reader.at_end()) RINGD_THROW(kProtocol, self << ": " << peer << " sent a malformed challenge");
+  if (!reader.at_end())
+    RINGD_THROW(kProtocol, self << ": " << peer << " sent a malformed challenge");
   if (expected_acceptor_rank >= 0 && acceptor_rank != expected_acceptor_rank) {
     RINGD_THROW(kMismatch, self << ": the address of " << peer << " is served by rank "
                                 << acceptor_rank << " (stale rendezvous data from another job?)");

@@ -72,7 +72,7 @@ struct HelloInfo {
   int32_t rank = -1;         // the dialer's rank (-1 for store clients)
   int32_t target_rank = -1;  // the rank the dialer believes it is calling (-1: the store)
   int32_t world_size = 0;
-  std::string address;       // the dialer's advertised "host:port" (for error messages)
+  std::string address;  // the dialer's advertised "host:port" (for error messages)
 };
 
 // The job secret to use: `explicit_secret`, else tunables().job_secret. When both are empty, logs

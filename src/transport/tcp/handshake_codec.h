@@ -31,11 +31,26 @@ class Writer {
 class Reader {
  public:
   Reader(const uint8_t* data, size_t bytes) : data_(data), bytes_(bytes) {}
-  uint16_t u16() { uint16_t v = 0; raw(&v, 2); return v; }
-  uint32_t u32() { uint32_t v = 0; raw(&v, 4); return v; }
-  int32_t i32() { int32_t v = 0; raw(&v, 4); return v; }
+  uint16_t u16() {
+    uint16_t v = 0;
+    raw(&v, 2);
+    return v;
+  }
+  uint32_t u32() {
+    uint32_t v = 0;
+    raw(&v, 4);
+    return v;
+  }
+  int32_t i32() {
+    int32_t v = 0;
+    raw(&v, 4);
+    return v;
+  }
   void raw(void* out, size_t n) {
-    if (!ok_ || bytes_ - offset_ < n) { ok_ = false; return; }
+    if (!ok_ || bytes_ - offset_ < n) {
+      ok_ = false;
+      return;
+    }
     std::memcpy(out, data_ + offset_, n);
     offset_ += n;
   }

@@ -60,13 +60,13 @@ class IoLoop {
   Fd epoll_;
   Fd event_fd_;
   std::mutex mutex_;
-  bool stopping_ = false;                                       // guarded by mutex_
-  bool signalled_ = false;                                      // eventfd written, not yet read
-  Id next_id_ = 1;                                              // 0 is the eventfd
-  std::unordered_map<Id, std::shared_ptr<IoHandler>> handlers_; // guarded by mutex_
-  std::vector<Id> wakes_;                                       // guarded by mutex_
-  std::vector<std::function<void()>> tasks_;                    // guarded by mutex_
-  std::multimap<Deadline, std::function<void()>> timers_;       // guarded by mutex_
+  bool stopping_ = false;                                        // guarded by mutex_
+  bool signalled_ = false;                                       // eventfd written, not yet read
+  Id next_id_ = 1;                                               // 0 is the eventfd
+  std::unordered_map<Id, std::shared_ptr<IoHandler>> handlers_;  // guarded by mutex_
+  std::vector<Id> wakes_;                                        // guarded by mutex_
+  std::vector<std::function<void()>> tasks_;                     // guarded by mutex_
+  std::multimap<Deadline, std::function<void()>> timers_;        // guarded by mutex_
   std::thread thread_;
 };
 

@@ -28,7 +28,8 @@ std::string describe_tag(uint64_t tag) {
   return text;
 }
 
-PairChannel::PairChannel(int rank, int peer, IoLoop& loop) : rank_(rank), peer_(peer), loop_(loop) {}
+PairChannel::PairChannel(int rank, int peer, IoLoop& loop)
+    : rank_(rank), peer_(peer), loop_(loop) {}
 
 PairChannel::~PairChannel() = default;
 
@@ -131,9 +132,9 @@ void PairChannel::abort(const std::string& reason) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || !socket_.valid()) return;
-    const Error error = RINGD_MAKE_ERROR(
-        kPeerLost, "rank " << rank_ << ": the pair to peer rank " << peer_ << " (" << peer_address_
-                           << ") was aborted: " << reason);
+    const Error error =
+        RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": the pair to peer rank " << peer_ << " ("
+                                            << peer_address_ << ") was aborted: " << reason);
     // The message partly on the wire must be finished or the stream is corrupt; copy its bytes,
     // since the caller may release its buffers as soon as we return.
     std::shared_ptr<PairOp> partial;

@@ -47,7 +47,7 @@ struct MessageHeader {
 };
 static_assert(sizeof(MessageHeader) == 24, "MessageHeader is 24 bytes on the wire");
 constexpr uint32_t kDataMagic = 0x52440000u;  // "RD" + protocol version in the low 16 bits
-constexpr uint32_t kFlagAbort = 1;  // the payload is the sender's reason for giving up
+constexpr uint32_t kFlagAbort = 1;            // the payload is the sender's reason for giving up
 constexpr size_t kMaxAbortReasonBytes = 4096;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
@@ -90,7 +90,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   void fail_locked(const Error& error);
   void close_socket_locked();
   bool read_abort_notice_locked();  // true when the pair failed (the notice is complete)
-  bool progress_send_locked();  // returns whether an operation completed
+  bool progress_send_locked();      // returns whether an operation completed
   bool progress_recv_locked();
   bool read_header_locked(bool* made_progress);
   void lost_locked(int error, const char* what);

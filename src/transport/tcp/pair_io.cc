@@ -84,9 +84,9 @@ bool PairChannel::progress_send_locked() {
 // Reads (the rest of) the next header. False when the socket has nothing more for now or failed.
 bool PairChannel::read_header_locked(bool* made_progress) {
   while (incoming_header_got_ < kHeaderBytes) {
-    const ssize_t got = ::recv(socket_.get(), reinterpret_cast<char*>(&incoming_) +
-                                                  incoming_header_got_,
-                               kHeaderBytes - incoming_header_got_, MSG_DONTWAIT);
+    const ssize_t got =
+        ::recv(socket_.get(), reinterpret_cast<char*>(&incoming_) + incoming_header_got_,
+               kHeaderBytes - incoming_header_got_, MSG_DONTWAIT);
     if (got > 0) {
       incoming_header_got_ += static_cast<size_t>(got);
       *made_progress = true;
@@ -158,8 +158,9 @@ bool PairChannel::progress_recv_locked() {
                                << peer_address_ << "): the next posted receive expects "
                                << describe_tag(op.tag) << ", " << op.bytes << " bytes, but the "
                                << "peer sent " << describe_tag(incoming_.tag) << ", "
-                               << incoming_.bytes << " bytes — the ranks are running different "
-                                                     "collectives or disagree on sizes");
+                               << incoming_.bytes
+                               << " bytes — the ranks are running different "
+                                  "collectives or disagree on sizes");
         fail_locked(error);
         return true;
       }

@@ -93,14 +93,16 @@ std::string default_host_address(const std::string& interface) {
     if (::getifaddrs(&list) != 0) RINGD_THROW(kIo, "getifaddrs failed: " << errno_text(errno));
     std::string found;
     for (ifaddrs* entry = list; entry; entry = entry->ifa_next) {
-      if (entry->ifa_addr && entry->ifa_addr->sa_family == AF_INET && interface == entry->ifa_name) {
+      if (entry->ifa_addr && entry->ifa_addr->sa_family == AF_INET &&
+          interface == entry->ifa_name) {
         found = format_ipv4(reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr);
         break;
       }
     }
     ::freeifaddrs(list);
-    RINGD_CHECK_ARG(!found.empty(), "network interface '" << interface
-                                        << "' has no IPv4 address; pick another with --interface");
+    RINGD_CHECK_ARG(!found.empty(),
+                    "network interface '"
+                        << interface << "' has no IPv4 address; pick another with --interface");
     return found;
   }
   char name[256] = {};
@@ -134,7 +136,8 @@ Fd listen_on(const std::string& host, uint16_t port, size_t buffer_bytes) {
   const std::string where = host + ":" + std::to_string(port);
   const sockaddr_in address = make_sockaddr(host, port, "listen");
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) RINGD_THROW(kIo, "socket() for listening on " << where << ": " << errno_text(errno));
+  if (!fd.valid())
+    RINGD_THROW(kIo, "socket() for listening on " << where << ": " << errno_text(errno));
   const int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   set_buffer_sizes(fd.get(), buffer_bytes);  // before listen(), so accepted sockets inherit it
@@ -168,8 +171,9 @@ std::string remote_address(int fd) {
 Fd connect_to(const Endpoint& endpoint, size_t buffer_bytes, Deadline deadline, int* error) {
   const sockaddr_in address = make_sockaddr(endpoint.host, endpoint.port, "connect");
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) RINGD_THROW(kIo, "socket() for connecting to " << endpoint.to_string() << ": "
-                                                                  << errno_text(errno));
+  if (!fd.valid())
+    RINGD_THROW(kIo,
+                "socket() for connecting to " << endpoint.to_string() << ": " << errno_text(errno));
   set_buffer_sizes(fd.get(), buffer_bytes);
   *error = 0;
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
