@@ -61,8 +61,9 @@ if step "install dependencies" scripts/install_deps.sh; then
   fi
 
   # ---- CUDA variant: compile and link; device tests skip (with the reason) without a GPU ----
-  nvcc=$(command -v nvcc || true)
+  nvcc=${CUDACXX:-}
   [[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+  [[ -z $nvcc ]] && nvcc=$(command -v nvcc || true)
   if [[ ${RINGD_SKIP_CUDA_BUILD:-0} == 1 ]]; then
     notes+=("CUDA variant skipped (RINGD_SKIP_CUDA_BUILD=1)")
   elif [[ -z $nvcc ]]; then
