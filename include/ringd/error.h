@@ -42,6 +42,7 @@ namespace detail {
 
 // RINGD_THROW(kTimeout, "waited " << ms << " ms for peer " << peer);
 // Appends a [file:line] breadcrumb so a report points at the throwing site.
+// NOLINTBEGIN(bugprone-macro-parentheses): stream_expr is a chain of `<<` operands by design.
 #define RINGD_THROW(code, stream_expr)                                                    \
   do {                                                                                    \
     std::ostringstream ringd_throw_os_;                                                   \
@@ -54,3 +55,4 @@ namespace detail {
   do {                                                   \
     if (!(cond)) RINGD_THROW(kInvalidArgument, stream_expr); \
   } while (0)
+// NOLINTEND(bugprone-macro-parentheses)

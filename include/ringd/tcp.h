@@ -22,7 +22,8 @@ struct TcpOptions {
   // Empty = the address of `interface`, or of this host's name, or 127.0.0.1.
   std::string bind_address;
   std::string advertise_address;
-  std::string interface;  // e.g. "eth0": listen on and advertise this interface's IPv4 address
+  std::string interface;  // e.g. "eth0": listen on and advertise this interface's IPv4 address;
+                          // empty = RINGD_IFACE
   uint16_t port = 0;      // 0 = any free port
   std::string secret;     // empty = tunables().job_secret (empty there too = unauthenticated, warned)
   std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout

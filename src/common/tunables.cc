@@ -1,6 +1,8 @@
 #include "common/tunables.h"
 
 #include <cctype>
+#include <cerrno>
+#include <limits>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -50,6 +52,7 @@ Tunables load() {
   if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
     t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
   }
+  if (const char* v = env("RINGD_IFACE")) t.interface = v;
   if (const char* v = env("RINGD_JOB_SECRET")) t.job_secret = v;
   if (const char* v = env("RINGD_JOB_SECRET_FILE")) {
     RINGD_CHECK_ARG(t.job_secret.empty(),
@@ -82,6 +85,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SMALL_ALLREDUCE_BYTES", "64K",
        "allreduce payloads up to this size use recursive doubling instead of the ring"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0", "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
+      {"RINGD_IFACE", "(unset)",
+       "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
+       "the address of this host's name, else 127.0.0.1"},
       {"RINGD_JOB_SECRET", "(unset)",
        "per-job secret for the TCP challenge-response handshake; never sent on the wire"},
       {"RINGD_JOB_SECRET_FILE", "(unset)", "file holding the job secret (e.g. a mounted Secret)"},
@@ -101,8 +107,10 @@ std::chrono::milliseconds parse_seconds(const std::string& name, const std::stri
 
 size_t parse_bytes(const std::string& name, const std::string& text) {
   char* end = nullptr;
+  errno = 0;
   const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || text[0] == '-') {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || end == text.c_str() ||
+      errno == ERANGE) {
     RINGD_THROW(kInvalidArgument, name << "=" << text << " is not a byte count (e.g. 4096, 64K, 1M)");
   }
   unsigned long long scale = 1;
@@ -113,6 +121,9 @@ size_t parse_bytes(const std::string& name, const std::string& text) {
   else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") scale = 1ULL << 30;
   else RINGD_THROW(kInvalidArgument, name << "=" << text << " has an unknown unit '" << suffix
                                           << "' (use K, M or G)");
+  if (value > std::numeric_limits<size_t>::max() / scale) {
+    RINGD_THROW(kInvalidArgument, name << "=" << text << " is too large");
+  }
   return static_cast<size_t>(value * scale);
 }
 

@@ -33,7 +33,8 @@ void expect_invalid(const std::function<void()>& parse, const std::string& name,
 }
 
 TEST(ParseBytes, RejectsGarbageNegativeAndUnknownUnits) {
-  for (const std::string text : {"x", "-1", "5Q", "", "K", "12KQ"}) {
+  for (const std::string text :
+       {"x", "-1", " -1", "5Q", "", "K", "12KQ", "99999999999G", "99999999999999999999999"}) {
     expect_invalid([&] { parse_bytes("RINGD_SEGMENT_BYTES", text); }, "RINGD_SEGMENT_BYTES", text);
   }
 }

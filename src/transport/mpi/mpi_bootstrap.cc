@@ -4,14 +4,7 @@
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
 #endif
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -20,60 +13,10 @@
 #include "ringd/mpi.h"
 #include "ringd/tcp.h"
 #include "transport/mpi/mpi_errors.h"
+#include "transport/tcp/socket.h"
 
 namespace ringd {
 namespace {
-
-// The IPv4 address of `interface`, or "" when it has none. `available` lists the interfaces seen.
-std::string interface_address(const std::string& interface, std::string* available) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return "";
-  std::string found;
-  for (ifaddrs* entry = list; entry; entry = entry->ifa_next) {
-    if (!entry->ifa_addr || entry->ifa_addr->sa_family != AF_INET) continue;
-    if (available) *available += std::string(available->empty() ? "" : " ") + entry->ifa_name;
-    if (found.empty() && interface == entry->ifa_name) {
-      char text[INET_ADDRSTRLEN] = {0};
-      const auto* address = reinterpret_cast<const sockaddr_in*>(entry->ifa_addr);
-      if (inet_ntop(AF_INET, &address->sin_addr, text, sizeof text)) found = text;
-    }
-  }
-  freeifaddrs(list);
-  return found;
-}
-
-std::string host_name_address() {
-  char name[256] = {0};
-  if (gethostname(name, sizeof name - 1) != 0) return "";
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  if (getaddrinfo(name, nullptr, &hints, &result) != 0 || !result) return "";
-  char text[INET_ADDRSTRLEN] = {0};
-  const auto* address = reinterpret_cast<const sockaddr_in*>(result->ai_addr);
-  std::string found = inet_ntop(AF_INET, &address->sin_addr, text, sizeof text) ? text : "";
-  freeaddrinfo(result);
-  return found;
-}
-
-// Where peers can reach rank 0: RINGD_IFACE's address, else this host name's, else loopback.
-// (RINGD_IFACE is read here rather than in common/tunables because only this bootstrap uses it.)
-std::string advertise_address() {
-  if (const char* interface = std::getenv("RINGD_IFACE"); interface && *interface) {
-    std::string available;
-    std::string address = interface_address(interface, &available);
-    if (address.empty()) {
-      RINGD_THROW(kInvalidArgument, "RINGD_IFACE=" << interface
-                                                   << " has no IPv4 address on this host; "
-                                                      "interfaces with one: "
-                                                   << available);
-    }
-    return address;
-  }
-  std::string address = host_name_address();
-  return address.empty() ? "127.0.0.1" : address;
-}
 
 // Rank 0's server (kept alive here) plus this rank's client; every call goes to the client.
 class BootstrapStore : public Store {
@@ -106,7 +49,8 @@ std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& sec
   std::exception_ptr server_error;
   if (rank == 0) {
     try {
-      const std::string host = advertise_address();
+      // Where peers can reach rank 0: RINGD_IFACE's address, else this host name's, else loopback.
+      const std::string host = tcp::default_host_address(tunables().interface);
       server = std::make_unique<TcpStoreServer>("0.0.0.0", 0, secret);
       message = host + ":" + std::to_string(server->port());
       RINGD_LOG(kInfo) << "rendezvous server for the tcp transport listening on " << message;

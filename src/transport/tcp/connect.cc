@@ -14,13 +14,14 @@ namespace {
 
 tcp::ResolvedTcpOptions resolve(const TcpOptions& options) {
   tcp::ResolvedTcpOptions resolved;
-  resolved.bind_host = options.bind_address.empty() ? tcp::default_host_address(options.interface)
+  const std::string& interface =
+      options.interface.empty() ? tunables().interface : options.interface;
+  resolved.bind_host = options.bind_address.empty() ? tcp::default_host_address(interface)
                                                     : options.bind_address;
   resolved.advertise_host = options.advertise_address;
   if (resolved.advertise_host.empty()) {
-    resolved.advertise_host = resolved.bind_host == "0.0.0.0"
-                                  ? tcp::default_host_address(options.interface)
-                                  : resolved.bind_host;
+    resolved.advertise_host =
+        resolved.bind_host == "0.0.0.0" ? tcp::default_host_address(interface) : resolved.bind_host;
   }
   resolved.port = options.port;
   resolved.secret = tcp::resolve_secret(options.secret);

@@ -92,17 +92,20 @@ std::string default_host_address(const std::string& interface) {
     ifaddrs* list = nullptr;
     if (::getifaddrs(&list) != 0) RINGD_THROW(kIo, "getifaddrs failed: " << errno_text(errno));
     std::string found;
+    std::string available;
     for (ifaddrs* entry = list; entry; entry = entry->ifa_next) {
-      if (entry->ifa_addr && entry->ifa_addr->sa_family == AF_INET &&
-          interface == entry->ifa_name) {
+      if (!entry->ifa_addr || entry->ifa_addr->sa_family != AF_INET) continue;
+      available += std::string(available.empty() ? "" : " ") + entry->ifa_name;
+      if (found.empty() && interface == entry->ifa_name) {
         found = format_ipv4(reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr);
-        break;
       }
     }
     ::freeifaddrs(list);
-    RINGD_CHECK_ARG(!found.empty(),
-                    "network interface '"
-                        << interface << "' has no IPv4 address; pick another with --interface");
+    RINGD_CHECK_ARG(!found.empty(), "network interface '"
+                                        << interface
+                                        << "' has no IPv4 address on this host; interfaces with "
+                                           "one: "
+                                        << available << " (set --iface or RINGD_IFACE)");
     return found;
   }
   char name[256] = {};
