@@ -12,7 +12,7 @@
 # The main build is configured with -DRINGD_WITH_CUDA=OFF: CUDA is compiled once, in its own
 # directory, instead of twice. Extra arguments go to ctest (e.g. -R allreduce).
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 build_dir=${RINGD_BUILD_DIR:-build}
 cuda_build_dir=${RINGD_CUDA_BUILD_DIR:-build-cuda}
@@ -34,10 +34,17 @@ step() {  # step NAME COMMAND...: runs it, times it, records a failure
   return 1
 }
 
+# shellcheck disable=SC2317  # called through step
 run_ctest() {  # run_ctest BUILD_DIR ARGS...: ctest with its output also kept in BUILD_DIR/ctest.log
   local dir=$1
   shift
   ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" "$@" 2>&1 | tee "$dir/ctest.log"
+}
+
+join() {  # join SEPARATOR ITEMS...
+  local separator=$1 first=${2:-}
+  shift 2 || return 0
+  printf '%s' "$first" "${@/#/$separator}"
 }
 
 ctest_counts() {  # ctest_counts LOG: "N/M tests passed" from ctest's closing line
@@ -89,11 +96,11 @@ if step "install dependencies" scripts/install_deps.sh; then
 fi
 
 elapsed=$((SECONDS - started))
-summary=$(IFS=';'; echo "${notes[*]}" | sed 's/;/; /g')
+summary=$(join '; ' "${notes[@]}")
 if ((${#failures[@]} == 0)); then
   echo "test.sh: PASSED in $((elapsed / 60))m$((elapsed % 60))s: $summary"
   exit 0
 fi
-failed=$(IFS=','; echo "${failures[*]}" | sed 's/,/, /g')
+failed=$(join ', ' "${failures[@]}")
 echo "test.sh: FAILED in $((elapsed / 60))m$((elapsed % 60))s: $failed${summary:+ ($summary)}"
 exit 1
