@@ -37,30 +37,14 @@ struct TcpStore::Impl {
 void TcpStore::Impl::connect(tcp::Deadline deadline) {
   tcp::HelloInfo hello;
   hello.kind = tcp::PeerKind::kStoreClient;
-  auto backoff = std::chrono::milliseconds(10);
   std::string last_error;
-  for (;;) {
-    int error = 0;
-    tcp::Fd candidate = tcp::connect_to(endpoint, 0, deadline, &error);
-    if (candidate.valid()) {
-      try {
-        tcp::dial_handshake(candidate.get(), secret, hello, -1, "TCP store client", name, deadline);
-        socket = std::move(candidate);
-        return;
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kPeerLost) throw;
-        last_error = e.what();
-      }
-    } else {
-      last_error = "connect: " + tcp::errno_text(error);
-    }
-    if (tcp::Clock::now() + backoff >= deadline) {
-      RINGD_THROW(kTimeout, "rendezvous: could not reach " << name << " within " << timeout.count()
-                                                           << " ms (last error: " << last_error
-                                                           << ") — is the rendezvous server up?");
-    }
-    std::this_thread::sleep_for(backoff);  // retry back-off, not synchronisation
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  int attempts = 0;
+  socket = tcp::dial_with_retry(endpoint, 0, secret, hello, -1, "TCP store client", name, deadline,
+                                &last_error, &attempts);
+  if (!socket.valid()) {
+    RINGD_THROW(kTimeout, "rendezvous: could not reach " << name << " within " << timeout.count()
+                                                         << " ms (last error: " << last_error
+                                                         << ") — is the rendezvous server up?");
   }
 }
 

@@ -49,33 +49,17 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
   hello.target_rank = peer;
   hello.world_size = size;
   hello.address = own_address;
-  auto backoff = std::chrono::milliseconds(10);
   std::string last_error;
-  for (int attempt = 1;; ++attempt) {
-    int error = 0;
-    tcp::Fd socket = tcp::connect_to(endpoint, options.socket_buffer_bytes, deadline, &error);
-    if (socket.valid()) {
-      try {
-        tcp::dial_handshake(socket.get(), options.secret, hello, peer, self, peer_name, deadline);
-        return socket;
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kPeerLost) throw;
-        last_error = e.what();
-      }
-    } else {
-      last_error = "connect: " + tcp::errno_text(error);
-    }
-    if (tcp::Clock::now() + backoff >= deadline) {
-      RINGD_THROW(kTimeout, self << ": could not connect to " << peer_name << " within "
-                                 << options.timeout.count() << " ms (" << attempt
-                                 << " attempts; last error: " << last_error
-                                 << ") — is that rank running and reachable?");
-    }
-    RINGD_LOG(kDebug) << self << ": connecting to " << peer_name << " failed (" << last_error
-                      << "), retrying in " << backoff.count() << " ms";
-    std::this_thread::sleep_for(backoff);  // retry back-off, not synchronisation
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  int attempts = 0;
+  tcp::Fd socket = tcp::dial_with_retry(endpoint, options.socket_buffer_bytes, options.secret, hello,
+                                        peer, self, peer_name, deadline, &last_error, &attempts);
+  if (!socket.valid()) {
+    RINGD_THROW(kTimeout, self << ": could not connect to " << peer_name << " within "
+                               << options.timeout.count() << " ms (" << attempts
+                               << " attempts; last error: " << last_error
+                               << ") — is that rank running and reachable?");
   }
+  return socket;
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The dialer's side of the handshake (see handshake.h), plus the pieces both sides share.
 #include "transport/tcp/handshake.h"
 
+#include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include "common/logging.h"
 #include "common/tunables.h"
@@ -145,6 +147,33 @@ void dial_handshake(int fd, const std::string& secret, const HelloInfo& hello,
                                "RINGD_JOB_SECRET / RINGD_JOB_SECRET_FILE");
   }
   receive_message(dial, HandshakeType::kResult, "waiting for the result");
+}
+
+Fd dial_with_retry(const Endpoint& endpoint, size_t buffer_bytes, const std::string& secret,
+                   const HelloInfo& hello, int expected_acceptor_rank, const std::string& self,
+                   const std::string& peer, Deadline deadline, std::string* last_error,
+                   int* attempts) {
+  auto backoff = std::chrono::milliseconds(10);
+  for (*attempts = 1;; ++*attempts) {
+    int error = 0;
+    Fd socket = connect_to(endpoint, buffer_bytes, deadline, &error);
+    if (socket.valid()) {
+      try {
+        dial_handshake(socket.get(), secret, hello, expected_acceptor_rank, self, peer, deadline);
+        return socket;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kPeerLost) throw;
+        *last_error = e.what();
+      }
+    } else {
+      *last_error = "connect: " + errno_text(error);
+    }
+    if (Clock::now() + backoff >= deadline) return Fd();
+    RINGD_LOG(kDebug) << self << ": connecting to " << peer << " failed (" << *last_error
+                      << "), retrying in " << backoff.count() << " ms";
+    std::this_thread::sleep_for(backoff);  // retry back-off, not synchronisation
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 }  // namespace ringd::tcp

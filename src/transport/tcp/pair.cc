@@ -105,18 +105,20 @@ void PairChannel::close(const Error& error) {
 }
 
 void PairChannel::fail_locked(const Error& error) {
-  if (!failed_) {
-    failed_ = error;
-    for (auto* queue : {&sends_, &recvs_}) {
-      for (auto& op : *queue) {
-        op->done = true;
-        op->error = error;
-      }
-      queue->clear();
-    }
-    completed_.notify_all();
-  }
+  if (!failed_) fail_requests_locked(error);
   close_socket_locked();
+}
+
+void PairChannel::fail_requests_locked(const Error& error) {
+  failed_ = error;
+  for (auto* queue : {&sends_, &recvs_}) {
+    for (auto& op : *queue) {
+      op->done = true;
+      op->error = error;
+    }
+    queue->clear();
+  }
+  completed_.notify_all();
 }
 
 void PairChannel::close_socket_locked() {
@@ -150,15 +152,7 @@ void PairChannel::abort(const std::string& reason) noexcept {
     notice->data = notice->owned.data();
     notice->bytes = notice->owned.size();
     notice->header = MessageHeader{kDataMagic | kProtocolVersion, kFlagAbort, 0, notice->bytes};
-    failed_ = error;  // every user request, pending or future, fails now
-    for (auto* queue : {&sends_, &recvs_}) {
-      for (auto& op : *queue) {
-        op->done = true;
-        op->error = error;
-      }
-      queue->clear();
-    }
-    completed_.notify_all();
+    fail_requests_locked(error);  // every user request, pending or future, fails now
     if (partial) sends_.push_back(partial);
     sends_.push_back(notice);
     aborting_ = true;

@@ -88,6 +88,8 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
 
  private:
   void fail_locked(const Error& error);
+  // Records `error` as the pair's failure and fails every queued request with it.
+  void fail_requests_locked(const Error& error);
   void close_socket_locked();
   bool read_abort_notice_locked();  // true when the pair failed (the notice is complete)
   bool progress_send_locked();      // returns whether an operation completed
