@@ -14,28 +14,17 @@
 #include "ringd/tcp.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/socket.h"
+#include "transport/tcp_test_support.h"
 
 namespace ringd {
 namespace {
 
 using std::chrono::milliseconds;
 
-#define EXPECT_CONTAINS(text, part)                          \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) \
-      << "missing \"" << (part) << "\" in " << (text)
-
-tcp::Deadline in(milliseconds delay) { return tcp::Clock::now() + delay; }
-
-template <typename Body>
-Error expect_error(Body&& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error;
-  }
-  ADD_FAILURE() << "expected a ringd::Error";
-  return Error(ErrorCode::kInternal, "nothing thrown");
-}
+#define EXPECT_CONTAINS RINGD_EXPECT_CONTAINS
+using testing::closed_by_peer;
+using testing::expect_error;
+using testing::in;
 
 tcp::Fd raw_connection(uint16_t port) {
   int error = 0;
@@ -45,15 +34,6 @@ tcp::Fd raw_connection(uint16_t port) {
   return socket;
 }
 
-bool closed_by_peer(int fd, tcp::Deadline deadline) {
-  char sink[4096];
-  for (;;) {
-    pollfd entry{fd, POLLIN, 0};
-    if (::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline))) <= 0) return false;
-    const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return true;
-  }
-}
 
 TEST(TcpStore, ClientRetriesUntilTheServerStarts) {
   uint16_t port;

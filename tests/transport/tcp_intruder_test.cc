@@ -21,7 +21,8 @@ using testing::connect_ranks;
 using testing::expect_error;
 using testing::run_ranks;
 
-tcp::Deadline in(milliseconds delay) { return tcp::Clock::now() + delay; }
+using testing::closed_by_peer;
+using testing::in;
 
 tcp::Fd connect_to_rank(Store& store, int rank) {
   const tcp::Endpoint endpoint = tcp::parse_endpoint(
@@ -32,16 +33,6 @@ tcp::Fd connect_to_rank(Store& store, int rank) {
   return socket;
 }
 
-// True once the other side closed the connection (EOF or reset) before `deadline`.
-bool closed_by_peer(int fd, tcp::Deadline deadline) {
-  char sink[4096];
-  for (;;) {
-    pollfd entry{fd, POLLIN, 0};
-    if (::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline))) <= 0) return false;
-    const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return true;
-  }
-}
 
 // Both ranks exchange `rounds` checked 64 KiB messages each way; rank 0 waits for `midway`
 // half-way through, so whatever it waits for happens while the job is running.

@@ -2,6 +2,10 @@
 // loopback only.
 #pragma once
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -15,6 +19,7 @@
 #include "ringd/store.h"
 #include "ringd/tcp.h"
 #include "ringd/transport.h"
+#include "transport/tcp/socket.h"
 
 namespace ringd::testing {
 
@@ -66,6 +71,20 @@ Error expect_error(Body&& body) {
   }
   ADD_FAILURE() << "expected a ringd::Error";
   return Error(ErrorCode::kInternal, "nothing thrown");
+}
+
+// A deadline `delay` from now.
+inline tcp::Deadline in(std::chrono::milliseconds delay) { return tcp::Clock::now() + delay; }
+
+// True once the other side closed the connection (EOF or reset) before `deadline`.
+inline bool closed_by_peer(int fd, tcp::Deadline deadline) {
+  char sink[4096];
+  for (;;) {
+    pollfd entry{fd, POLLIN, 0};
+    if (::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline))) <= 0) return false;
+    const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
 }
 
 }  // namespace ringd::testing
