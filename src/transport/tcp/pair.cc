@@ -76,9 +76,18 @@ std::shared_ptr<PairOp> PairChannel::post(bool is_send, const void* data, size_t
       return op;
     }
     auto& queue = is_send ? sends_ : recvs_;
-    // A non-empty queue is already being worked on by the I/O thread.
-    if (queue.empty()) wake_id = loop_id_;
+    const bool was_empty = queue.empty();
     queue.push_back(op);
+    if (was_empty && bytes <= kInlineIoBytes && socket_.valid() && !aborting_) {
+      // Latency fast path: do the I/O on this thread now instead of waking the I/O thread (a
+      // context switch per message, which dominates small messages when ranks outnumber cores).
+      // Draining to EAGAIN (or to backpressure) is all the edge-triggered loop needs: it is
+      // called again on the next edge.
+      const bool completed = is_send ? progress_send_locked() : progress_recv_locked();
+      if (completed) completed_.notify_all();
+    } else if (was_empty) {
+      wake_id = loop_id_;  // a non-empty queue is already being worked on by the I/O thread
+    }
   }
   if (wake_id != 0) loop_.wake(wake_id);
   return op;
@@ -184,7 +193,15 @@ class TcpRequest : public Request {
 
 }  // namespace
 
+void PairChannel::flush_abort(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_.wait_for(lock, limit, [&] { return !aborting_ || !socket_.valid(); });
+}
+
 TcpPair::~TcpPair() {
+  // An abort notice still queued (the peer's receive buffer was full) would die with the socket,
+  // and the peer would see a bare EOF instead of the root cause: give it a moment to drain.
+  channel_->flush_abort(kAbortFlushLimit);
   channel_->close(RINGD_MAKE_ERROR(
       kInvalidArgument, "the tcp pair to peer " << channel_->description()
                                                 << " was closed (its context was destroyed)"));

@@ -20,6 +20,7 @@ void PairChannel::on_io(uint32_t /*events*/) {
     if (aborting_ && sends_.empty()) {
       ::shutdown(socket_.get(), SHUT_WR);
       aborting_ = false;
+      completed_.notify_all();  // flush_abort() may be waiting for this
     }
     return;
   }
