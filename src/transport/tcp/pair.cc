@@ -76,18 +76,9 @@ std::shared_ptr<PairOp> PairChannel::post(bool is_send, const void* data, size_t
       return op;
     }
     auto& queue = is_send ? sends_ : recvs_;
-    const bool was_empty = queue.empty();
+    // A non-empty queue is already being worked on by the I/O thread.
+    if (queue.empty()) wake_id = loop_id_;
     queue.push_back(op);
-    if (was_empty && bytes <= kInlineIoBytes && socket_.valid() && !aborting_) {
-      // Latency fast path: do the I/O on this thread now instead of waking the I/O thread (a
-      // context switch per message, which dominates small messages when ranks outnumber cores).
-      // Draining to EAGAIN (or to backpressure) is all the edge-triggered loop needs: it is
-      // called again on the next edge.
-      const bool completed = is_send ? progress_send_locked() : progress_recv_locked();
-      if (completed) completed_.notify_all();
-    } else if (was_empty) {
-      wake_id = loop_id_;  // a non-empty queue is already being worked on by the I/O thread
-    }
   }
   if (wake_id != 0) loop_.wake(wake_id);
   return op;

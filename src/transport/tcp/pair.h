@@ -49,10 +49,6 @@ static_assert(sizeof(MessageHeader) == 24, "MessageHeader is 24 bytes on the wir
 constexpr uint32_t kDataMagic = 0x52440000u;  // "RD" + protocol version in the low 16 bits
 constexpr uint32_t kFlagAbort = 1;            // the payload is the sender's reason for giving up
 constexpr size_t kMaxAbortReasonBytes = 4096;
-// Messages up to this size are sent / received on the posting thread when their queue is idle
-// (see PairChannel::post); larger ones are left to the I/O thread so the caller's reductions
-// overlap with the copies into and out of the kernel.
-constexpr size_t kInlineIoBytes = 64 << 10;
 // How long closing a pair waits for its abort notice to reach the peer's kernel.
 constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
 
