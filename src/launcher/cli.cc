@@ -132,9 +132,10 @@ void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text
       ->add_option("--rendezvous", config->topology.rendezvous,
                    "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)")
       ->type_name("HOST:PORT");
-  bench->add_option("--iface", config->interface,
-                    "tcp: listen on and advertise this interface's IPv4 address (default "
-                    "RINGD_IFACE)")
+  bench
+      ->add_option("--iface", config->interface,
+                   "tcp: listen on and advertise this interface's IPv4 address (default "
+                   "RINGD_IFACE)")
       ->type_name("NAME");
   bench
       ->add_option("--tcp-port", config->tcp_port,
