@@ -16,6 +16,7 @@ packages=(
   libibverbs-dev rdma-core
   python3 python3-numpy
   iproute2 procps
+  git clang-format
 )
 
 say() { echo "install_deps: $*" >&2; }

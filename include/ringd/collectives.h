@@ -1,6 +1,7 @@
 // Collective operations over a Context. Every rank of the context must call the same collective,
-// with the same count, dtype, op and root, in the same order; otherwise ranks fail with kMismatch or
-// kTimeout (never a wrong result reported as success). Results are bitwise identical on every rank.
+// with the same count, dtype, op and root, in the same order; otherwise ranks fail with kMismatch
+// or kTimeout (never a wrong result reported as success). Results are bitwise identical on every
+// rank.
 //
 // In place: pass the same pointer as `in` and `out` (for allgather: in == out + rank*count;
 // for reduce_scatter: out == in + rank*count_per_rank).

@@ -43,16 +43,16 @@ namespace detail {
 // RINGD_THROW(kTimeout, "waited " << ms << " ms for peer " << peer);
 // Appends a [file:line] breadcrumb so a report points at the throwing site.
 // NOLINTBEGIN(bugprone-macro-parentheses): stream_expr is a chain of `<<` operands by design.
-#define RINGD_THROW(code, stream_expr)                                                    \
-  do {                                                                                    \
-    std::ostringstream ringd_throw_os_;                                                   \
-    ringd_throw_os_ << stream_expr;                                                       \
+#define RINGD_THROW(code, stream_expr)                                                      \
+  do {                                                                                      \
+    std::ostringstream ringd_throw_os_;                                                     \
+    ringd_throw_os_ << stream_expr;                                                         \
     ::ringd::detail::throw_error(::ringd::ErrorCode::code, ringd_throw_os_.str(), __FILE__, \
-                                 __LINE__);                                               \
+                                 __LINE__);                                                 \
   } while (0)
 
-#define RINGD_CHECK_ARG(cond, stream_expr)               \
-  do {                                                   \
+#define RINGD_CHECK_ARG(cond, stream_expr)                   \
+  do {                                                       \
     if (!(cond)) RINGD_THROW(kInvalidArgument, stream_expr); \
   } while (0)
 // NOLINTEND(bugprone-macro-parentheses)

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
-#include <map>
 #include <string>
 #include <vector>
 

@@ -25,14 +25,15 @@ struct TcpOptions {
   std::string interface;  // e.g. "eth0": listen on and advertise this interface's IPv4 address;
                           // empty = RINGD_IFACE
   uint16_t port = 0;      // 0 = any free port
-  std::string secret;     // empty = tunables().job_secret (empty there too = unauthenticated, warned)
+  std::string secret;  // empty = tunables().job_secret (empty there too = unauthenticated, warned)
   std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout
   size_t socket_buffer_bytes = 0;        // 0 = tunables().socket_buffer_bytes
 };
 
 // Publishes this rank's address in `store`, connects to every peer (full mesh) and returns the
 // context. Throws ringd::Error naming the peer that could not be reached or authenticated.
-std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const TcpOptions& options = {});
+std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size,
+                                     const TcpOptions& options = {});
 
 // A key/value store served over TCP by one process (rank 0), so ringd can run without mpirun:
 // `ringd ... --rank R --size N --rendezvous host:port`. Clients authenticate with the same

@@ -28,8 +28,8 @@ void chain_broadcast(const Operation& op, void* buf, size_t bytes, int root) {
     std::deque<RequestPtr> posted;
     size_t next_post = 0;
     auto post = [&] {
-      posted.push_back(previous.irecv(data + next_post * segment, length(next_post),
-                                      op.tag(next_post)));
+      posted.push_back(
+          previous.irecv(data + next_post * segment, length(next_post), op.tag(next_post)));
       ++next_post;
     };
     while (next_post < segments && next_post < window) post();

@@ -1,5 +1,7 @@
 // Public entry points: validate arguments, pick the algorithm, and put the operation's context
 // (which collective, sizes, algorithm, rank) in front of any error that escapes.
+#include "ringd/collectives.h"
+
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -7,7 +9,6 @@
 #include "allreduce/broadcast_chain.h"
 #include "allreduce/recursive_doubling.h"
 #include "allreduce/ring.h"
-#include "ringd/collectives.h"
 #include "ringd/error.h"
 
 namespace ringd {
@@ -67,10 +68,10 @@ AllreduceAlgorithm parse_allreduce_algorithm(const char* text) {
 void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
                const CollectiveOptions& options) {
   check_buffers("allreduce", ctx, in, out, count, dtype);
-  RINGD_CHECK_ARG(reduce_op_supported(dtype, op),
-                  "allreduce on rank " << ctx.rank() << ": op " << reduce_op_name(op)
-                                       << " is not defined for " << dtype_name(dtype)
-                                       << " (avg needs a floating-point type)");
+  RINGD_CHECK_ARG(reduce_op_supported(dtype, op), "allreduce on rank "
+                                                      << ctx.rank() << ": op " << reduce_op_name(op)
+                                                      << " is not defined for " << dtype_name(dtype)
+                                                      << " (avg needs a floating-point type)");
   const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
   const size_t bytes = count * dtype_size(dtype);
   AllreduceAlgorithm algorithm = options.algorithm;
@@ -118,9 +119,9 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
 void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
                const CollectiveOptions& options) {
   check_buffers("broadcast", ctx, buf, buf, count, dtype);
-  RINGD_CHECK_ARG(root >= 0 && root < ctx.size(), "broadcast on rank " << ctx.rank() << ": root "
-                                                      << root << " is not a rank of this job (size "
-                                                      << ctx.size() << ")");
+  RINGD_CHECK_ARG(root >= 0 && root < ctx.size(),
+                  "broadcast on rank " << ctx.rank() << ": root " << root
+                                       << " is not a rank of this job (size " << ctx.size() << ")");
   const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
   if (count == 0 || ctx.size() == 1) return;
   with_context(
@@ -153,8 +154,8 @@ void allgather(Context& ctx, const void* in, void* out, size_t count_per_rank, D
         algo::run_ring(operation, pass);
       },
       [&](std::ostream& os) {
-        os << "allgather #" << operation.id << " (" << count_per_rank << " x "
-           << dtype_name(dtype) << " per rank, " << ctx.transport_name() << ")";
+        os << "allgather #" << operation.id << " (" << count_per_rank << " x " << dtype_name(dtype)
+           << " per rank, " << ctx.transport_name() << ")";
       });
 }
 

@@ -34,8 +34,7 @@ void run_ring(const Operation& op, const RingPass& pass) {
   // Scratch: `window` receive slots for reduce steps, then (reduce-scatter only) a work buffer.
   const size_t window = std::max<size_t>(1, op.opts.segments_in_flight);
   const size_t slots_bytes = (window * segment_elems * elem + 63) / 64 * 64;
-  char* slots = static_cast<char*>(
-      ctx.scratch(slots_bytes + (pass.work ? 0 : pass.count * elem)));
+  char* slots = static_cast<char*>(ctx.scratch(slots_bytes + (pass.work ? 0 : pass.count * elem)));
   const char* input = static_cast<const char*>(pass.input);
   char* work = pass.work ? static_cast<char*>(pass.work) : slots + slots_bytes;
   auto work_ptr = [&](int chunk, size_t first) -> char* {

@@ -29,12 +29,12 @@
 namespace ringd::algo {
 
 struct RingPass {
-  const void* input = nullptr;  // step-0 send source and the reduce operand (reduce steps only)
-  void* work = nullptr;         // where chunks are reduced/received and sent from after step 0;
-                                // null = scratch memory (reduce-scatter)
-  void* result_chunk = nullptr; // if set, the final reduced chunk lands here instead of in work
-  int result_chunk_index = -1;  // which chunk result_chunk stands for
-  size_t count = 0;             // elements in the whole buffer
+  const void* input = nullptr;   // step-0 send source and the reduce operand (reduce steps only)
+  void* work = nullptr;          // where chunks are reduced/received and sent from after step 0;
+                                 // null = scratch memory (reduce-scatter)
+  void* result_chunk = nullptr;  // if set, the final reduced chunk lands here instead of in work
+  int result_chunk_index = -1;   // which chunk result_chunk stands for
+  size_t count = 0;              // elements in the whole buffer
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int reduce_steps = 0;  // n-1 for allreduce and reduce-scatter, 0 for allgather

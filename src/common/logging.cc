@@ -16,9 +16,7 @@ std::atomic<int> g_rank{-1};
 
 void set_log_rank(int rank) { g_rank.store(rank); }
 
-bool log_enabled(LogLevel level) {
-  return static_cast<int>(level) <= tunables().log_level;
-}
+bool log_enabled(LogLevel level) { return static_cast<int>(level) <= tunables().log_level; }
 
 void log_line(LogLevel level, const std::string& message) {
   static const char kLetters[] = {'E', 'W', 'I', 'D'};

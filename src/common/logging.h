@@ -28,7 +28,7 @@ class LogMessage {
 
 }  // namespace ringd
 
-#define RINGD_LOG(level)                                     \
-  if (!::ringd::log_enabled(::ringd::LogLevel::level)) {     \
-  } else                                                     \
+#define RINGD_LOG(level)                                 \
+  if (!::ringd::log_enabled(::ringd::LogLevel::level)) { \
+  } else                                                 \
     ::ringd::detail::LogMessage(::ringd::LogLevel::level).stream()

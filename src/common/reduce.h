@@ -14,9 +14,10 @@
 
 namespace ringd {
 
-// dst[i] = a[i] (op) b[i] for i < count. dst may alias a or b exactly (in place); partial overlap is
-// not allowed.
-void reduce_into(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op);
+// dst[i] = a[i] (op) b[i] for i < count. dst may alias a or b exactly (in place); partial overlap
+// is not allowed.
+void reduce_into(void* dst, const void* a, const void* b, size_t count, DataType dtype,
+                 ReduceOp op);
 
 // buf[i] *= factor (float types only; used to finish kAvg). Rounds once for f16/bf16.
 void scale_in_place(void* buf, size_t count, DataType dtype, double factor);

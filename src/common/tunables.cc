@@ -2,10 +2,10 @@
 
 #include <cctype>
 #include <cerrno>
-#include <limits>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "ringd/error.h"
@@ -21,8 +21,9 @@ const char* env(const char* name) {
 std::string read_secret_file(const char* path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    RINGD_THROW(kInvalidArgument, "RINGD_JOB_SECRET_FILE=" << path
-                                      << " cannot be read; point it at the job's secret file");
+    RINGD_THROW(
+        kInvalidArgument,
+        "RINGD_JOB_SECRET_FILE=" << path << " cannot be read; point it at the job's secret file");
   }
   std::ostringstream contents;
   contents << in.rdbuf();
@@ -61,11 +62,17 @@ Tunables load() {
   }
   if (const char* v = env("RINGD_LOG_LEVEL")) {
     const std::string s = v;
-    if (s == "error" || s == "0") t.log_level = 0;
-    else if (s == "warn" || s == "1") t.log_level = 1;
-    else if (s == "info" || s == "2") t.log_level = 2;
-    else if (s == "debug" || s == "3") t.log_level = 3;
-    else RINGD_THROW(kInvalidArgument, "RINGD_LOG_LEVEL=" << s << " is not one of error warn info debug");
+    if (s == "error" || s == "0")
+      t.log_level = 0;
+    else if (s == "warn" || s == "1")
+      t.log_level = 1;
+    else if (s == "info" || s == "2")
+      t.log_level = 2;
+    else if (s == "debug" || s == "3")
+      t.log_level = 3;
+    else
+      RINGD_THROW(kInvalidArgument,
+                  "RINGD_LOG_LEVEL=" << s << " is not one of error warn info debug");
   }
   return t;
 }
@@ -84,7 +91,8 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
       {"RINGD_SMALL_ALLREDUCE_BYTES", "64K",
        "allreduce payloads up to this size use recursive doubling instead of the ring"},
-      {"RINGD_SOCKET_BUFFER_BYTES", "0", "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
+      {"RINGD_SOCKET_BUFFER_BYTES", "0",
+       "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},
@@ -111,16 +119,22 @@ size_t parse_bytes(const std::string& name, const std::string& text) {
   const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || end == text.c_str() ||
       errno == ERANGE) {
-    RINGD_THROW(kInvalidArgument, name << "=" << text << " is not a byte count (e.g. 4096, 64K, 1M)");
+    RINGD_THROW(kInvalidArgument,
+                name << "=" << text << " is not a byte count (e.g. 4096, 64K, 1M)");
   }
   unsigned long long scale = 1;
   const std::string suffix(end);
-  if (suffix.empty() || suffix == "B") scale = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB") scale = 1ULL << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB") scale = 1ULL << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB") scale = 1ULL << 30;
-  else RINGD_THROW(kInvalidArgument, name << "=" << text << " has an unknown unit '" << suffix
-                                          << "' (use K, M or G)");
+  if (suffix.empty() || suffix == "B")
+    scale = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KB" || suffix == "KiB")
+    scale = 1ULL << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MB" || suffix == "MiB")
+    scale = 1ULL << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GB" || suffix == "GiB")
+    scale = 1ULL << 30;
+  else
+    RINGD_THROW(kInvalidArgument,
+                name << "=" << text << " has an unknown unit '" << suffix << "' (use K, M or G)");
   if (value > std::numeric_limits<size_t>::max() / scale) {
     RINGD_THROW(kInvalidArgument, name << "=" << text << " is too large");
   }

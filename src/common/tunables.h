@@ -17,8 +17,8 @@ struct Tunables {
   size_t small_allreduce_bytes = 64 << 10;   // RINGD_SMALL_ALLREDUCE_BYTES
   size_t socket_buffer_bytes = 0;            // RINGD_SOCKET_BUFFER_BYTES (0 = kernel autotuning)
   std::string interface;                     // RINGD_IFACE: network interface for tcp (e.g. eth0)
-  std::string job_secret;                    // RINGD_JOB_SECRET or contents of RINGD_JOB_SECRET_FILE
-  int log_level = 1;                         // RINGD_LOG_LEVEL: error=0 warn=1 info=2 debug=3
+  std::string job_secret;  // RINGD_JOB_SECRET or contents of RINGD_JOB_SECRET_FILE
+  int log_level = 1;       // RINGD_LOG_LEVEL: error=0 warn=1 info=2 debug=3
 };
 
 struct TunableInfo {

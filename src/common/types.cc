@@ -67,7 +67,8 @@ DataType parse_dtype(std::string_view text) {
   if (t == "int32" || t == "i32" || t == "int") return DataType::kInt32;
   if (t == "int64" || t == "i64") return DataType::kInt64;
   if (t == "uint8" || t == "u8" || t == "byte") return DataType::kUInt8;
-  RINGD_THROW(kInvalidArgument, "unknown data type '" << text
+  RINGD_THROW(kInvalidArgument, "unknown data type '"
+                                    << text
                                     << "'; valid: float double half bfloat16 int32 int64 uint8");
 }
 

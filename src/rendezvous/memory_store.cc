@@ -14,7 +14,8 @@ void MemoryStore::set(const std::string& key, const std::vector<uint8_t>& value)
 std::vector<uint8_t> MemoryStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; })) {
-    RINGD_THROW(kTimeout, "rendezvous: key '" << key << "' did not appear in the memory store within "
+    RINGD_THROW(kTimeout, "rendezvous: key '" << key
+                                              << "' did not appear in the memory store within "
                                               << timeout.count() << " ms");
   }
   return values_[key];

@@ -34,9 +34,7 @@ class CompletionRequest : public Request {
  public:
   CompletionRequest(std::shared_ptr<Completion> completion, std::function<void()> on_timeout)
       : completion_(std::move(completion)), on_timeout_(std::move(on_timeout)) {}
-  void wait(std::chrono::milliseconds timeout) override {
-    completion_->wait(timeout, on_timeout_);
-  }
+  void wait(std::chrono::milliseconds timeout) override { completion_->wait(timeout, on_timeout_); }
 
  private:
   std::shared_ptr<Completion> completion_;

@@ -17,9 +17,9 @@ Context::Context(int rank, int size, std::string transport_name,
       timeout_(timeout) {
   RINGD_CHECK_ARG(size >= 1 && rank >= 0 && rank < size,
                   "invalid rank " << rank << " for world size " << size);
-  RINGD_CHECK_ARG(static_cast<int>(pairs_.size()) == size,
-                  "context for rank " << rank << " has " << pairs_.size() << " pairs, expected "
-                                      << size);
+  RINGD_CHECK_ARG(static_cast<int>(pairs_.size()) == size, "context for rank "
+                                                               << rank << " has " << pairs_.size()
+                                                               << " pairs, expected " << size);
 }
 
 Context::~Context() {
@@ -54,10 +54,11 @@ void* Context::scratch(size_t bytes) {
   if (bytes > scratch_bytes_ || !scratch_) {
     const size_t rounded = ((bytes + 63) / 64) * 64 + 64;
     void* memory = std::aligned_alloc(64, rounded);
-    if (!memory) RINGD_THROW(kIo, "rank " << rank_ << ": cannot allocate " << rounded
-                                          << " bytes of scratch memory");
-    scratch_ = std::unique_ptr<unsigned char, void (*)(void*)>(
-        static_cast<unsigned char*>(memory), std::free);
+    if (!memory)
+      RINGD_THROW(
+          kIo, "rank " << rank_ << ": cannot allocate " << rounded << " bytes of scratch memory");
+    scratch_ = std::unique_ptr<unsigned char, void (*)(void*)>(static_cast<unsigned char*>(memory),
+                                                               std::free);
     scratch_bytes_ = rounded;
   }
   return scratch_.get();

@@ -27,8 +27,9 @@ void check_allreduce(Transport transport, int size, const std::vector<size_t>& c
       std::vector<unsigned char> out(in.size(), 0xAB);
       void* result = in_place ? in.data() : out.data();
       allreduce(ctx, in.data(), result, count, dtype, op, options);
-      const std::string bad = testing::first_mismatch(
-          result, count, dtype, tolerance, [&](size_t i) { return testing::expected_value(op, size, i); });
+      const std::string bad =
+          testing::first_mismatch(result, count, dtype, tolerance,
+                                  [&](size_t i) { return testing::expected_value(op, size, i); });
       EXPECT_EQ(bad, "") << "rank " << ctx.rank() << " count " << count;
       if (!in_place) {  // the input must be untouched
         EXPECT_EQ(in, testing::make_input(op, ctx.rank(), count, dtype)) << "input modified";
@@ -107,11 +108,11 @@ std::string type_name(const ::testing::TestParamInfo<TypeParam>& info) {
          reduce_op_name(op);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, AllreduceTypes,
-    ::testing::Combine(::testing::Values(Transport::kInproc, Transport::kTcp),
-                       ::testing::ValuesIn(kAllDataTypes), ::testing::ValuesIn(kAllReduceOps)),
-    type_name);
+INSTANTIATE_TEST_SUITE_P(All, AllreduceTypes,
+                         ::testing::Combine(::testing::Values(Transport::kInproc, Transport::kTcp),
+                                            ::testing::ValuesIn(kAllDataTypes),
+                                            ::testing::ValuesIn(kAllReduceOps)),
+                         type_name);
 
 // ---- large buffers ---------------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 // broadcast (every root), allgather and reduce_scatter over ranks x counts x transports, in place
 // and out of place.
+#include "ringd/collectives.h"
+
 #include <gtest/gtest.h>
 
 #include <tuple>
 
-#include "ringd/collectives.h"
 #include "testing/check.h"
 #include "testing/ranks.h"
 
@@ -35,8 +36,9 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
           for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(root * 1000 + i % 977);
         }
         broadcast(ctx, buf.data(), count, DataType::kFloat32, root, small_segments());
-        const std::string bad = testing::first_mismatch(buf.data(), count, DataType::kFloat32, 0,
-                                                        [&](size_t i) { return root * 1000.0 + i % 977; });
+        const std::string bad =
+            testing::first_mismatch(buf.data(), count, DataType::kFloat32, 0,
+                                    [&](size_t i) { return root * 1000.0 + i % 977; });
         ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " root " << root << " count " << count;
         EXPECT_EQ(buf[count], -1.0f) << "wrote past the end";
       }
@@ -52,7 +54,8 @@ TEST_P(Collectives, AllgatherInPlaceAndOutOfPlace) {
         for (size_t count : kCounts) {
           const size_t elem = dtype_size(dtype);
           std::vector<unsigned char> in(count * elem + 1);
-          for (size_t i = 0; i < count; ++i) testing::store_value(in.data(), i, dtype, (ctx.rank() * 31 + i) % 200);
+          for (size_t i = 0; i < count; ++i)
+            testing::store_value(in.data(), i, dtype, (ctx.rank() * 31 + i) % 200);
           std::vector<unsigned char> out(count * size * elem + 1, 0xCD);
           const void* source = in.data();
           if (in_place) {
@@ -60,10 +63,11 @@ TEST_P(Collectives, AllgatherInPlaceAndOutOfPlace) {
             source = out.data() + ctx.rank() * count * elem;
           }
           allgather(ctx, source, out.data(), count, dtype, small_segments());
-          const std::string bad = testing::first_mismatch(out.data(), count * size, dtype, 0, [&](size_t j) {
-            return static_cast<double>((j / count * 31 + j % count) % 200);
-          });
-          ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " count " << count << " in_place " << in_place;
+          const std::string bad = testing::first_mismatch(
+              out.data(), count * size, dtype, 0,
+              [&](size_t j) { return static_cast<double>((j / count * 31 + j % count) % 200); });
+          ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " count " << count << " in_place "
+                             << in_place;
           EXPECT_EQ(out.back(), 0xCD) << "wrote past the end";
         }
       }
@@ -81,16 +85,19 @@ TEST_P(Collectives, ReduceScatterEveryOp) {
         for (bool in_place : {false, true}) {
           for (size_t count : kCounts) {
             const size_t elem = dtype_size(dtype);
-            std::vector<unsigned char> in = testing::make_input(op, ctx.rank(), count * size, dtype);
+            std::vector<unsigned char> in =
+                testing::make_input(op, ctx.rank(), count * size, dtype);
             std::vector<unsigned char> out(count * elem + 1, 0xEE);
             void* result = in_place ? in.data() + ctx.rank() * count * elem : out.data();
             reduce_scatter(ctx, in.data(), result, count, dtype, op, small_segments());
             const double tolerance = op == ReduceOp::kAvg ? testing::avg_tolerance(dtype) : 0.0;
-            const std::string bad = testing::first_mismatch(result, count, dtype, tolerance, [&](size_t i) {
-              return testing::expected_value(op, size, ctx.rank() * count + i);
-            });
+            const std::string bad =
+                testing::first_mismatch(result, count, dtype, tolerance, [&](size_t i) {
+                  return testing::expected_value(op, size, ctx.rank() * count + i);
+                });
             ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " " << reduce_op_name(op) << " "
-                               << dtype_name(dtype) << " count " << count << " in_place " << in_place;
+                               << dtype_name(dtype) << " count " << count << " in_place "
+                               << in_place;
             if (!in_place) {
               EXPECT_EQ(out.back(), 0xEE) << "wrote past the end";
             }

@@ -23,7 +23,8 @@ TEST(TunablesDoc, EveryVariableIsDocumentedWithItsDefault) {
   }
   // No documented variable that the code does not know.
   size_t documented = 0;
-  for (size_t pos = doc.find("| `RINGD_"); pos != std::string::npos; pos = doc.find("| `RINGD_", pos + 1)) {
+  for (size_t pos = doc.find("| `RINGD_"); pos != std::string::npos;
+       pos = doc.find("| `RINGD_", pos + 1)) {
     ++documented;
   }
   EXPECT_EQ(documented, rows);

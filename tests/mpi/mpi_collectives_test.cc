@@ -45,7 +45,8 @@ TEST(MpiCollectives, AllreduceEveryDtypeOpCountAlgorithm) {
       if (!reduce_op_supported(dtype, op)) continue;
       for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling}) {
         for (bool in_place : {false, true}) {
-          for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{13}, size_t{1021}, size_t{20011}}) {
+          for (size_t count :
+               {size_t{0}, size_t{1}, size_t{2}, size_t{13}, size_t{1021}, size_t{20011}}) {
             CollectiveOptions options;
             options.algorithm = algorithm;
             options.segment_bytes = 1000;
@@ -54,9 +55,9 @@ TEST(MpiCollectives, AllreduceEveryDtypeOpCountAlgorithm) {
             void* result = in_place ? in.data() : out.data();
             allreduce(ctx, in.data(), result, count, dtype, op, options);
             const double tolerance = op == ReduceOp::kAvg ? testing::avg_tolerance(dtype) : 0.0;
-            const std::string bad = testing::first_mismatch(result, count, dtype, tolerance, [&](size_t i) {
-              return testing::expected_value(op, size, i);
-            });
+            const std::string bad = testing::first_mismatch(
+                result, count, dtype, tolerance,
+                [&](size_t i) { return testing::expected_value(op, size, i); });
             ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " " << dtype_name(dtype) << " "
                                << reduce_op_name(op) << " " << allreduce_algorithm_name(algorithm)
                                << " count " << count << (in_place ? " in place" : "");
@@ -73,10 +74,12 @@ TEST(MpiCollectives, LargeAllreduceBroadcastAllgatherReduceScatter) {
   Context& ctx = world();
   const int size = ctx.size();
   const size_t count = (64u << 20) / 4 + 5;  // 64 MiB of floats plus an uneven tail
-  std::vector<unsigned char> in = testing::make_input(ReduceOp::kSum, ctx.rank(), count, DataType::kFloat32);
+  std::vector<unsigned char> in =
+      testing::make_input(ReduceOp::kSum, ctx.rank(), count, DataType::kFloat32);
   allreduce(ctx, in.data(), in.data(), count, DataType::kFloat32, ReduceOp::kSum);
-  ASSERT_EQ(testing::first_mismatch(in.data(), count, DataType::kFloat32, 0,
-                                    [&](size_t i) { return testing::expected_value(ReduceOp::kSum, size, i); }),
+  ASSERT_EQ(testing::first_mismatch(
+                in.data(), count, DataType::kFloat32, 0,
+                [&](size_t i) { return testing::expected_value(ReduceOp::kSum, size, i); }),
             "");
   ASSERT_TRUE(same_on_all_ranks(fnv1a(in.data(), count * 4)));
 
@@ -100,12 +103,15 @@ TEST(MpiCollectives, LargeAllreduceBroadcastAllgatherReduceScatter) {
     ASSERT_EQ(gathered[j], static_cast<int32_t>(j / per_rank * 100000 + j % per_rank)) << j;
   }
 
-  std::vector<unsigned char> full = testing::make_input(ReduceOp::kMax, ctx.rank(), per_rank * size, DataType::kFloat64);
+  std::vector<unsigned char> full =
+      testing::make_input(ReduceOp::kMax, ctx.rank(), per_rank * size, DataType::kFloat64);
   std::vector<double> part(per_rank);
   reduce_scatter(ctx, full.data(), part.data(), per_rank, DataType::kFloat64, ReduceOp::kMax);
-  ASSERT_EQ(testing::first_mismatch(part.data(), per_rank, DataType::kFloat64, 0, [&](size_t i) {
-              return testing::expected_value(ReduceOp::kMax, size, ctx.rank() * per_rank + i);
-            }),
+  ASSERT_EQ(testing::first_mismatch(part.data(), per_rank, DataType::kFloat64, 0,
+                                    [&](size_t i) {
+                                      return testing::expected_value(ReduceOp::kMax, size,
+                                                                     ctx.rank() * per_rank + i);
+                                    }),
             "");
 }
 

@@ -34,7 +34,6 @@ tcp::Fd raw_connection(uint16_t port) {
   return socket;
 }
 
-
 TEST(TcpStore, ClientRetriesUntilTheServerStarts) {
   uint16_t port;
   {

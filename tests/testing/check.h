@@ -20,7 +20,8 @@ std::string first_mismatch(const void* buf, size_t count, DataType dtype, double
   for (size_t i = 0; i < count; ++i) {
     const double want = expected(i);
     const double got = load_value(buf, i, dtype);
-    const bool ok = tolerance == 0 ? got == want : std::fabs(got - want) <= tolerance * std::fabs(want);
+    const bool ok =
+        tolerance == 0 ? got == want : std::fabs(got - want) <= tolerance * std::fabs(want);
     if (!ok) {
       std::ostringstream os;
       os << "element " << i << " of " << count << " (" << dtype_name(dtype) << "): got " << got

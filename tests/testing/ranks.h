@@ -21,13 +21,16 @@ namespace ringd::testing {
 
 enum class Transport { kInproc, kTcp };
 
-inline const char* transport_name(Transport t) { return t == Transport::kInproc ? "inproc" : "tcp"; }
+inline const char* transport_name(Transport t) {
+  return t == Transport::kInproc ? "inproc" : "tcp";
+}
 
 // Per-rank exceptions, for tests that expect failures.
 struct RankErrors {
   std::vector<std::exception_ptr> errors;
   std::exception_ptr first() const {
-    for (const auto& e : errors) if (e) return e;
+    for (const auto& e : errors)
+      if (e) return e;
     return nullptr;
   }
 };

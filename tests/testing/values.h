@@ -16,9 +16,12 @@ namespace ringd::testing {
 inline float half_to_float(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
   float magnitude;
-  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  else if (exponent == 31) magnitude = mantissa ? NAN : INFINITY;
-  else magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
+  if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
   return sign ? -magnitude : magnitude;
 }
 inline uint16_t float_to_half(float f) {
@@ -28,13 +31,16 @@ inline uint16_t float_to_half(float f) {
   if (std::isnan(f)) return 0x7E00;
   if (a >= 65520.0f) return sign | 0x7C00;
   int exponent;
-  std::frexp(a, &exponent);  // a = m * 2^exponent, m in [0.5, 1)
+  std::frexp(a, &exponent);             // a = m * 2^exponent, m in [0.5, 1)
   int e = std::max(exponent - 1, -14);  // unbiased exponent of the result (subnormals at -14)
   const float step = std::ldexp(1.0f, e - 10);
   const float q = std::nearbyint(a / step);  // integer significand, maybe 2048 after rounding
   const uint32_t significand = static_cast<uint32_t>(q);
   if (significand == 0) return sign;
-  if (significand >= 2048) { e += 1; return sign | static_cast<uint16_t>(((e + 15) << 10)); }
+  if (significand >= 2048) {
+    e += 1;
+    return sign | static_cast<uint16_t>(((e + 15) << 10));
+  }
   if (significand < 1024) return sign | static_cast<uint16_t>(significand);  // subnormal
   return sign | static_cast<uint16_t>(((e + 15) << 10) | (significand & 0x3FF));
 }
@@ -56,8 +62,12 @@ inline void store_value(void* buf, size_t i, DataType dtype, double v) {
   switch (dtype) {
     case DataType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
     case DataType::kFloat64: static_cast<double*>(buf)[i] = v; break;
-    case DataType::kFloat16: static_cast<uint16_t*>(buf)[i] = float_to_half(static_cast<float>(v)); break;
-    case DataType::kBFloat16: static_cast<uint16_t*>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case DataType::kFloat16:
+      static_cast<uint16_t*>(buf)[i] = float_to_half(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(buf)[i] = float_to_bf16(static_cast<float>(v));
+      break;
     case DataType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
     case DataType::kUInt8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
@@ -97,7 +107,8 @@ inline double expected_value(ReduceOp op, int size, size_t i) {
   for (int r = 1; r < size; ++r) {
     const int64_t v = input_value(op, r, i);
     switch (op) {
-      case ReduceOp::kSum: case ReduceOp::kAvg: acc += v; break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc += v; break;
       case ReduceOp::kProd: acc *= v; break;
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
@@ -108,7 +119,8 @@ inline double expected_value(ReduceOp op, int size, size_t i) {
 
 inline std::vector<unsigned char> make_input(ReduceOp op, int rank, size_t count, DataType dtype) {
   std::vector<unsigned char> buf(count * dtype_size(dtype) + 1);
-  for (size_t i = 0; i < count; ++i) store_value(buf.data(), i, dtype, static_cast<double>(input_value(op, rank, i)));
+  for (size_t i = 0; i < count; ++i)
+    store_value(buf.data(), i, dtype, static_cast<double>(input_value(op, rank, i)));
   return buf;
 }
 

@@ -33,7 +33,6 @@ tcp::Fd connect_to_rank(Store& store, int rank) {
   return socket;
 }
 
-
 // Both ranks exchange `rounds` checked 64 KiB messages each way; rank 0 waits for `midway`
 // half-way through, so whatever it waits for happens while the job is running.
 void exchange(std::vector<std::unique_ptr<Context>>& contexts, int rounds,

@@ -68,8 +68,8 @@ std::exception_ptr peer_lost(int rank, int peer, const std::string& reason) {
       RINGD_THROW(kPeerLost, "rank " << rank << ": peer rank " << peer
                                      << " (inproc) is gone; its thread stopped or was killed");
     }
-    RINGD_THROW(kPeerLost, "rank " << rank << ": peer rank " << peer << " (inproc) aborted: "
-                                   << reason);
+    RINGD_THROW(kPeerLost,
+                "rank " << rank << ": peer rank " << peer << " (inproc) aborted: " << reason);
   } catch (...) {
     return std::current_exception();
   }
@@ -129,17 +129,20 @@ class InprocPair : public Pair {
       if (!others.empty()) {
         PendingOp other = std::move(others.front());
         others.pop_front();
-        if (is_send) match(rank_, peer_, op, other);
-        else match(peer_, rank_, other, op);
+        if (is_send)
+          match(rank_, peer_, op, other);
+        else
+          match(peer_, rank_, other, op);
       } else {
         mine.push_back(op);
       }
     }
     const int rank = rank_, peer = peer_;
     return std::make_unique<CompletionRequest>(completion, [=] {
-      RINGD_THROW(kTimeout, "rank " << rank << ": timed out waiting to " << (is_send ? "send " : "receive ")
-                                    << bytes << " bytes (" << describe_tag(tag) << ") "
-                                    << (is_send ? "to" : "from") << " peer rank " << peer
+      RINGD_THROW(kTimeout, "rank " << rank << ": timed out waiting to "
+                                    << (is_send ? "send " : "receive ") << bytes << " bytes ("
+                                    << describe_tag(tag) << ") " << (is_send ? "to" : "from")
+                                    << " peer rank " << peer
                                     << " (inproc); is that rank stuck or in another collective?");
     });
   }

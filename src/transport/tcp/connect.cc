@@ -16,8 +16,8 @@ tcp::ResolvedTcpOptions resolve(const TcpOptions& options) {
   tcp::ResolvedTcpOptions resolved;
   const std::string& interface =
       options.interface.empty() ? tunables().interface : options.interface;
-  resolved.bind_host = options.bind_address.empty() ? tcp::default_host_address(interface)
-                                                    : options.bind_address;
+  resolved.bind_host =
+      options.bind_address.empty() ? tcp::default_host_address(interface) : options.bind_address;
   resolved.advertise_host = options.advertise_address;
   if (resolved.advertise_host.empty()) {
     resolved.advertise_host =
@@ -51,8 +51,9 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
   hello.address = own_address;
   std::string last_error;
   int attempts = 0;
-  tcp::Fd socket = tcp::dial_with_retry(endpoint, options.socket_buffer_bytes, options.secret, hello,
-                                        peer, self, peer_name, deadline, &last_error, &attempts);
+  tcp::Fd socket =
+      tcp::dial_with_retry(endpoint, options.socket_buffer_bytes, options.secret, hello, peer, self,
+                           peer_name, deadline, &last_error, &attempts);
   if (!socket.valid()) {
     RINGD_THROW(kTimeout, self << ": could not connect to " << peer_name << " within "
                                << options.timeout.count() << " ms (" << attempts
