@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# ringd against Open MPI and Gloo on an emulated cluster, in one run (docs/performance.md).
+#
+#   bench/compare_allreduce.sh [--nodes N] [--rate RATE] [--iters K] [--repeat R] [--out DIR]
+#                              [--wait-idle PCT] [--systems LIST] [--build-dir DIR]
+#
+#   --nodes N       emulated nodes, one rank each (default 4; at least 2)
+#   --rate RATE     tc rate of every port: 1gbit, 10gbit, ... (default 1gbit)
+#   --iters K       timed iterations at 256K..1M; 5K below, K/2 at 4M..16M, K/5 at 64M (default 20)
+#   --out DIR       results: <system>.jsonl, logs, line*.json, table.md, allreduce_busbw.png
+#                   (default /tmp/ringd-compare-RATE-nN)
+#   --repeat R      sweep every system R times, interleaved by band; the table keeps each size's
+#                   fastest round (default 3; the .jsonl files keep every round)
+#   --wait-idle PCT before each band of sizes, wait (up to 5 min) until the CPUs are at least
+#                   PCT% idle over 1 s: on a shared machine other work is the main source of noise
+#                   (default 0: never wait)
+#   --systems LIST  comma-separated subset of line,ringd-tcp,ringd-mpi,openmpi,gloo,gloo-hd
+#                   (default all)
+#   --build-dir DIR build directory holding ringd and the references (default $RINGD_BUILD_DIR or
+#                   build; built here with scripts/build.sh when a binary is missing)
+#
+# Brings up bench/cluster.sh (N namespaces on a bridge, tbf on both ends of each veth) and always
+# takes it down again on exit. Measures, sizes 4K..64M x4, float32 sum, one rank per node:
+#   line       one iperf3 TCP stream node0 -> node1 (GB/s), and N concurrent streams in a ring
+#   ringd-tcp  ringd bench allreduce --transport tcp --iface eth0 under mpirun
+#   ringd-mpi  ringd bench allreduce --transport mpi under mpirun
+#   openmpi    bench/mpi_allreduce_ref (MPI_Allreduce) under mpirun
+#   gloo       bench/gloo_allreduce_ref (gloo::allreduce, ring, Gloo's TCP transport) under mpirun
+#   gloo-hd    the same with gloo::AllreduceHalvingDoubling, Gloo's faster algorithm below ~1 MB
+# then prints one side-by-side table and plots busbw against size (bench/plot_allreduce.py).
+# Every RINGD_* variable set by the caller reaches the ringd ranks (mpirun -x), so tuning
+# experiments are e.g.  RINGD_SEGMENT_BYTES=256K bench/compare_allreduce.sh --systems ringd-tcp
+# mpirun runs inside node 0's namespace; bench/netns_rsh.sh starts the other ranks' daemons.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$PWD
+
+nodes=4
+rate=1gbit
+iters=20
+repeat=3
+wait_idle=0
+out=
+systems=line,ringd-tcp,ringd-mpi,openmpi,gloo,gloo-hd
+build_dir=${RINGD_BUILD_DIR:-build}
+
+usage() {
+  sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --nodes) nodes=${2:?}; shift 2 ;;
+    --rate) rate=${2:?}; shift 2 ;;
+    --iters) iters=${2:?}; shift 2 ;;
+    --repeat) repeat=${2:?}; shift 2 ;;
+    --wait-idle) wait_idle=${2:?}; shift 2 ;;
+    --out) out=${2:?}; shift 2 ;;
+    --systems) systems=${2:?}; shift 2 ;;
+    --build-dir) build_dir=${2:?}; shift 2 ;;
+    -h | --help) usage ;;
+    *) echo "compare: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+[[ $nodes =~ ^[0-9]+$ ]] && ((nodes >= 2)) || { echo "compare: --nodes must be >= 2" >&2; exit 2; }
+[[ $iters =~ ^[0-9]+$ ]] && ((iters >= 1)) || { echo "compare: --iters must be >= 1" >&2; exit 2; }
+[[ $repeat =~ ^[0-9]+$ ]] && ((repeat >= 1)) || { echo "compare: --repeat must be >= 1" >&2; exit 2; }
+[[ $wait_idle =~ ^[0-9]+$ ]] && ((wait_idle <= 100)) || { echo "compare: --wait-idle is 0..100" >&2; exit 2; }
+out=${out:-/tmp/ringd-compare-$rate-n$nodes}
+[[ $build_dir = /* ]] || build_dir=$repo/$build_dir
+wants() { [[ ,$systems, == *,$1,* ]]; }
+log() { echo "compare: $*" >&2; }
+
+# ---- prerequisites (installed once, only what is missing) ----
+ensure_packages() {
+  local missing=() package
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" ||
+      missing+=("$package")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing ${missing[*]}"
+  local sudo=
+  ((EUID == 0)) || sudo=sudo
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null ||
+    { $sudo apt-get update -q >/dev/null &&
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; } ||
+    log "could not install ${missing[*]}; the parts needing them are skipped"
+}
+if ((EUID != 0)); then
+  echo "compare: needs root (network namespaces, tc); run with sudo" >&2
+  exit 1
+fi
+ensure_packages iperf3 libgloo-dev python3-matplotlib openmpi-bin libopenmpi-dev
+
+ringd=$build_dir/src/launcher/ringd
+mpi_ref=$build_dir/bench/mpi_allreduce_ref
+gloo_ref=$build_dir/bench/gloo_allreduce_ref
+if [[ ! -x $ringd || ! -x $mpi_ref ]] || { [[ ! -x $gloo_ref ]] && [[ -e /usr/include/gloo/allreduce.h ]]; }; then
+  log "building ringd and the references in $build_dir"
+  targets="ringd mpi_allreduce_ref"
+  [[ -e /usr/include/gloo/allreduce.h ]] && targets+=" gloo_allreduce_ref"
+  RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=$targets scripts/build.sh >&2
+fi
+
+# ---- the cluster, always taken down ----
+mkdir -p "$out"
+work=$(mktemp -d /tmp/ringd-compare.XXXXXX)
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  bench/cluster.sh down "$nodes" || true
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+bench/cluster.sh down "$nodes"
+bench/cluster.sh up "$nodes" "$rate"
+# What else ran: on a shared 2-core machine other work shows up as noise in the small sizes.
+python3 - "$out/meta.json" "$nodes" "$rate" "$iters" "$repeat" "$wait_idle" <<'EOF'
+import json, os, subprocess, sys, time
+path, nodes, rate, iters, repeat, wait_idle = sys.argv[1:]
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+json.dump({"nodes": int(nodes), "rate": rate, "iters": int(iters), "repeat": int(repeat),
+           "wait_idle_percent": int(wait_idle), "cpus": os.cpu_count(),
+           "commit": commit.stdout.strip(),
+           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3]),
+           "ringd_env": {k: v for k, v in os.environ.items()
+                         if k.startswith("RINGD_") and "SECRET" not in k}},
+          open(path, "w"))
+EOF
+hostfile=$out/hostfile
+rm -f "$out/idle.log"
+: >"$hostfile"
+for ((i = 0; i < nodes; i++)); do echo "10.77.0.$((i + 1)) slots=1" >>"$hostfile"; done
+in_node() { local node=$1; shift; bench/cluster.sh exec "$node" "$@"; }
+
+# Percent of CPU time idle over the next second (all CPUs, from /proc/stat).
+idle_percent() {
+  local a b
+  a=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
+  sleep 1
+  b=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x, " "); split(b, y, " ");
+    printf "%d\n", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 100}'
+}
+await_idle() { # label
+  ((wait_idle > 0)) || return 0
+  local deadline=$((SECONDS + 300)) idle
+  while idle=$(idle_percent) && ((idle < wait_idle)); do
+    if ((SECONDS >= deadline)); then
+      log "$1: CPUs only $idle% idle after 5 min of waiting; measuring anyway"
+      echo "$1 idle=$idle% (gave up waiting)" >>"$out/idle.log"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "$1 idle=$idle%" >>"$out/idle.log"
+}
+
+# ---- (a) the line ----
+iperf_gbps() { # iperf3 -J output on stdin -> receiver GB/s
+  python3 -c 'import json,sys; print("%.4f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e9))'
+}
+line_gbps=
+if wants line; then
+  await_idle line
+  log "line: one TCP stream node0 -> node1 (iperf3, 5 s)"
+  in_node 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+  server=$!
+  sleep 0.5
+  in_node 0 iperf3 -c 10.77.0.2 -p 5201 -t 5 -J >"$out/line.json"
+  wait "$server" || true
+  line_gbps=$(iperf_gbps <"$out/line.json")
+  log "line: $line_gbps GB/s"
+
+  log "line: $nodes concurrent streams in a ring, node i -> node i+1 (iperf3, 5 s)"
+  pids=()
+  for ((i = 0; i < nodes; i++)); do
+    in_node "$i" iperf3 -s -1 -p 5202 >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  sleep 0.5
+  clients=()
+  for ((i = 0; i < nodes; i++)); do
+    in_node "$i" iperf3 -c "10.77.0.$(((i + 1) % nodes + 1))" -p 5202 -t 5 -J >"$work/ring$i.json" &
+    clients+=($!)
+  done
+  wait "${clients[@]}" "${pids[@]}" || true
+  ring_each=()
+  for ((i = 0; i < nodes; i++)); do ring_each+=("$(iperf_gbps <"$work/ring$i.json")"); done
+  python3 - "$out/line.json" "${ring_each[@]}" >"$out/line_summary.json" <<'EOF'
+import json, sys
+single = json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e9
+ring = [float(x) for x in sys.argv[2:]]
+print(json.dumps({"single_stream_GBps": round(single, 4), "ring_streams_GBps": ring,
+                  "ring_min_GBps": min(ring)}))
+EOF
+  log "line: ring streams ${ring_each[*]} GB/s"
+fi
+
+# ---- (b)-(e) the allreduce sweeps ----
+mpirun_flags=(--allow-run-as-root --oversubscribe --hostfile "$hostfile" -np "$nodes"
+  --map-by node --mca plm_rsh_agent "$repo/bench/netns_rsh.sh"
+  --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0
+  --mca mpi_yield_when_idle 1)
+ringd_env=(-x RINGD_IFACE=eth0 -x "RINGD_JOB_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')")
+while IFS='=' read -r name _; do
+  [[ $name == RINGD_IFACE || $name == RINGD_JOB_SECRET ]] || ringd_env+=(-x "$name")
+done < <(env | grep '^RINGD_[A-Z_]*=' || true)
+
+# Sizes in bands, so that small sizes get many iterations and 64M a few (a full 4-node run stays
+# within a few minutes at 1gbit): -b -e iters warmup
+bands=("4K 64K $((iters * 5)) $((iters / 2 + 2))"
+  "256K 1M $iters $((iters / 4 + 1))"
+  "4M 16M $(((iters + 1) / 2)) 2"
+  "64M 64M $(( iters / 5 > 3 ? iters / 5 : 3 )) 1")
+
+failed=()
+gloo_store=$work/gloo-store
+run_band() { # name min max iters warmup   (one mpirun, appending to $out/name.jsonl)
+  local name=$1 min=$2 max=$3 n=$4 warm=$5 command
+  case $name in
+    ringd-tcp) command=("${ringd_env[@]}" "$ringd" bench allreduce --transport tcp --iface eth0) ;;
+    ringd-mpi) command=("${ringd_env[@]}" "$ringd" bench allreduce --transport mpi) ;;
+    openmpi) command=("$mpi_ref") ;;
+    gloo) command=("$gloo_ref" --store "$gloo_store" --iface eth0) ;;
+    gloo-hd) command=("$gloo_ref" --store "$gloo_store" --iface eth0 --algorithm halving_doubling) ;;
+  esac
+  log "$name (round $round): $min..$max, $n iterations after $warm warm-up"
+  # A fresh Gloo rendezvous directory per job: FileStore keys must not outlive it.
+  rm -rf "$gloo_store" && mkdir -p "$gloo_store"
+  if ! timeout 600 bench/cluster.sh exec 0 mpirun "${mpirun_flags[@]}" "${command[@]}" \
+      -b "$min" -e "$max" -f 4 --iters "$n" --warmup "$warm" --check --json "$out/$name.jsonl" \
+      </dev/null >>"$out/$name.log" 2>&1; then
+    log "$name failed at $min..$max (see $out/$name.log)"
+    failed+=("$name")
+  fi
+}
+
+sweeps=()
+wants ringd-tcp && sweeps+=(ringd-tcp)
+wants ringd-mpi && sweeps+=(ringd-mpi)
+wants openmpi && sweeps+=(openmpi)
+for name in gloo gloo-hd; do
+  if wants "$name"; then
+    if [[ -x $gloo_ref ]]; then
+      sweeps+=("$name")
+    else
+      log "$name: $gloo_ref not built (libgloo-dev missing): skipped"
+    fi
+  fi
+done
+for name in "${sweeps[@]}"; do rm -f "$out/$name.jsonl" "$out/$name.log"; done
+# Every band runs all systems back to back, and the rounds repeat that: the speed of this machine
+# drifts by tens of percent over minutes (other work, other VMs on the host), and this way a drift
+# hits every system at the same sizes instead of one system's whole sweep. The table keeps each
+# size's fastest round.
+for ((round = 1; round <= repeat; round++)); do
+  for band in "${bands[@]}"; do
+    read -r min max n warm <<<"$band"
+    await_idle "round $round $min..$max"
+    for name in "${sweeps[@]}"; do
+      [[ " ${failed[*]} " == *" $name "* ]] && continue
+      run_band "$name" "$min" "$max" "$n" "$warm"
+    done
+  done
+done
+
+python3 - "$out/meta.json" <<'EOF'
+import json, sys
+meta = json.load(open(sys.argv[1]))
+meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
+json.dump(meta, open(sys.argv[1], "w"))
+EOF
+
+# ---- table and plot ----
+# The first python3 that has matplotlib (apt's python3-matplotlib serves /usr/bin/python3, which a
+# pyenv or venv python3 on PATH does not see); pip as the last resort.
+plot_python=
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import matplotlib' 2>/dev/null; then
+    plot_python=$candidate
+    break
+  fi
+done
+if [[ -z $plot_python ]]; then
+  python3 -m pip install -q matplotlib >&2 || log "pip install matplotlib failed: no PNG"
+  plot_python=python3
+fi
+plot_args=(--dir "$out" --rate "$rate" --table "$out/table.md" --png "$out/allreduce_busbw.png")
+[[ -n $line_gbps ]] && plot_args+=(--line-GBps "$line_gbps")
+"$plot_python" bench/plot_allreduce.py "${plot_args[@]}"
+log "results in $out (table.md, allreduce_busbw.png, *.jsonl, *.log)"
+if ((${#failed[@]} > 0)); then
+  log "failed: ${failed[*]}"
+  exit 1
+fi
