@@ -44,10 +44,10 @@ usage() {
 }
 
 check_count() {
-  [[ $1 =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= 250)) || {
+  if ! [[ $1 =~ ^[0-9]+$ ]] || (($1 < 1 || $1 > 250)); then
     echo "cluster: node count must be 1..250, got '$1'" >&2
     exit 2
-  }
+  fi
 }
 
 # Bits per second of a tc rate (100mbit, 1gbit, 10gbit, 500kbit, 1000000bit).

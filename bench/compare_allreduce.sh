@@ -62,10 +62,16 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare: unknown argument '$1'" >&2; usage ;;
   esac
 done
-[[ $nodes =~ ^[0-9]+$ ]] && ((nodes >= 2)) || { echo "compare: --nodes must be >= 2" >&2; exit 2; }
-[[ $iters =~ ^[0-9]+$ ]] && ((iters >= 1)) || { echo "compare: --iters must be >= 1" >&2; exit 2; }
-[[ $repeat =~ ^[0-9]+$ ]] && ((repeat >= 1)) || { echo "compare: --repeat must be >= 1" >&2; exit 2; }
-[[ $wait_idle =~ ^[0-9]+$ ]] && ((wait_idle <= 100)) || { echo "compare: --wait-idle is 0..100" >&2; exit 2; }
+check_number() { # name value min max
+  if ! [[ $2 =~ ^[0-9]+$ ]] || (($2 < $3 || $2 > $4)); then
+    echo "compare: $1 must be a number in $3..$4, got '$2'" >&2
+    exit 2
+  fi
+}
+check_number --nodes "$nodes" 2 250
+check_number --iters "$iters" 1 1000000
+check_number --repeat "$repeat" 1 100
+check_number --wait-idle "$wait_idle" 0 100
 out=${out:-/tmp/ringd-compare-$rate-n$nodes}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
 wants() { [[ ,$systems, == *,$1,* ]]; }
@@ -100,7 +106,10 @@ if [[ ! -x $ringd || ! -x $mpi_ref ]] || { [[ ! -x $gloo_ref ]] && [[ -e /usr/in
   log "building ringd and the references in $build_dir"
   targets="ringd mpi_allreduce_ref"
   [[ -e /usr/include/gloo/allreduce.h ]] && targets+=" gloo_allreduce_ref"
-  RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=$targets scripts/build.sh >&2
+  # A fresh build directory is configured without CUDA: the arena needs none of it.
+  cuda_off=()
+  [[ -f $build_dir/CMakeCache.txt ]] || cuda_off=(-DRINGD_WITH_CUDA=OFF)
+  RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=$targets scripts/build.sh "${cuda_off[@]}" >&2
 fi
 
 # ---- the cluster, always taken down ----
@@ -203,6 +212,8 @@ EOF
 fi
 
 # ---- (b)-(e) the allreduce sweeps ----
+# (btl "tcp,self" is one Open MPI value; shellcheck mistakes the comma for an array separator.)
+# shellcheck disable=SC2054
 mpirun_flags=(--allow-run-as-root --oversubscribe --hostfile "$hostfile" -np "$nodes"
   --map-by node --mca plm_rsh_agent "$repo/bench/netns_rsh.sh"
   --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0
