@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "transport/tcp_test_support.h"
 
@@ -198,6 +199,64 @@ TEST(TcpFault, MissingRankTimesOutNamingIt) {
   EXPECT_EQ(unpublished.code(), ErrorCode::kTimeout);
   RINGD_EXPECT_CONTAINS(unpublished.what(), "rank 2: waiting for the address of peer rank 0");
   RINGD_EXPECT_CONTAINS(unpublished.what(), "tcp/0");
+}
+
+// Small receives are read by the waiting thread itself, asleep in poll() on the socket (see
+// transport/tcp/pair.h). Every way the pair can fail must wake it; a missed wake-up would show as
+// the full 20 s timeout.
+TEST(TcpFault, SmallReceiveWaiterSeesPeerDeath) {
+  MemoryStore store;
+  auto contexts = connect_ranks(2, store, std::chrono::seconds(10));
+  std::promise<void> receive_posted;
+  std::vector<uint8_t> buffer(64);
+  const milliseconds timeout(20000);
+  run_ranks(2, [&](int rank) {
+    if (rank == 1) {
+      receive_posted.get_future().wait();
+      contexts[1].reset();
+      return;
+    }
+    auto receive = contexts[0]->pair(1).irecv(buffer.data(), buffer.size(), 1);
+    receive_posted.set_value();
+    const auto start = Clock::now();
+    const Error error = expect_error([&] { receive->wait(timeout); });
+    EXPECT_LT(Clock::now() - start, timeout / 2);
+    EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
+  });
+}
+
+TEST(TcpFault, SmallReceiveWaiterWokenWhenAnotherThreadAbortsThePair) {
+  MemoryStore store;
+  auto contexts = connect_ranks(2, store, std::chrono::seconds(10));
+  std::vector<uint8_t> buffer(64);
+  const milliseconds timeout(20000);
+  auto receive = contexts[0]->pair(1).irecv(buffer.data(), buffer.size(), 1);
+  const auto start = Clock::now();
+  std::thread aborter([&] { contexts[0]->pair(1).abort("a test gives up"); });
+  const Error error = expect_error([&] { receive->wait(timeout); });
+  aborter.join();
+  EXPECT_LT(Clock::now() - start, timeout / 2);
+  EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
+  RINGD_EXPECT_CONTAINS(error.what(), "a test gives up");
+  // The peer learns why, too.
+  const Error peer_error =
+      expect_error([&] { contexts[1]->pair(0).irecv(buffer.data(), 8, 2)->wait(timeout); });
+  RINGD_EXPECT_CONTAINS(peer_error.what(), "aborted: ");
+  RINGD_EXPECT_CONTAINS(peer_error.what(), "a test gives up");
+}
+
+TEST(TcpFault, SmallReceiveWaiterWokenWhenTheContextIsDestroyed) {
+  MemoryStore store;
+  auto contexts = connect_ranks(2, store, std::chrono::seconds(10));
+  std::vector<uint8_t> buffer(64);
+  const milliseconds timeout(20000);
+  auto receive = contexts[0]->pair(1).irecv(buffer.data(), buffer.size(), 1);
+  const auto start = Clock::now();
+  std::thread destroyer([&] { contexts[0].reset(); });
+  const Error error = expect_error([&] { receive->wait(timeout); });
+  destroyer.join();
+  EXPECT_LT(Clock::now() - start, timeout / 2);
+  EXPECT_NE(error.code(), ErrorCode::kTimeout) << error.what();
 }
 
 TEST(TcpFault, DestroyingAContextWithPendingRequestsDoesNotHang) {

@@ -50,8 +50,25 @@ IoLoop::Id IoLoop::add(int fd, std::shared_ptr<IoHandler> handler) {
     id = next_id_++;
     handlers_[id] = std::move(handler);
   }
+  register_fd(id, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+  return id;
+}
+
+IoLoop::Id IoLoop::add_split(int fd, int read_fd, std::shared_ptr<IoHandler> handler) {
+  const Id id = add(read_fd, std::move(handler));
+  set_read_interest(id, read_fd, true);  // EPOLLIN only on the read descriptor
+  try {
+    register_fd(id, fd, EPOLLOUT | EPOLLRDHUP | EPOLLET);
+  } catch (...) {
+    remove_fd(read_fd);
+    throw;
+  }
+  return id;
+}
+
+void IoLoop::register_fd(Id id, int fd, uint32_t events) {
   epoll_event event{};
-  event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  event.events = events;
   event.data.u64 = id;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
     const int error = errno;
@@ -59,8 +76,16 @@ IoLoop::Id IoLoop::add(int fd, std::shared_ptr<IoHandler> handler) {
     handlers_.erase(id);
     RINGD_THROW(kIo, name_ << ": epoll_ctl(ADD) failed: " << errno_text(error));
   }
-  return id;
 }
+
+bool IoLoop::set_read_interest(Id id, int read_fd, bool wanted) {
+  epoll_event event{};
+  event.events = EPOLLET | (wanted ? EPOLLIN : 0u);
+  event.data.u64 = id;
+  return ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, read_fd, &event) == 0;
+}
+
+void IoLoop::remove_fd(int fd) { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
 void IoLoop::remove(Id id, int fd) {
   if (fd >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);

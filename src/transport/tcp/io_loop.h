@@ -38,9 +38,17 @@ class IoLoop {
 
   // Registers `fd` with `handler`; callable from any thread. The handler owns the fd.
   Id add(int fd, std::shared_ptr<IoHandler> handler);
+  // Registers one socket through two descriptors: `fd` for writability and hang-ups, `read_fd` (a
+  // dup of it) for readability, so that read interest can be switched off and on without the
+  // spurious EPOLLOUT report that re-arming a writable socket's single registration makes.
+  Id add_split(int fd, int read_fd, std::shared_ptr<IoHandler> handler);
+  // Turns EPOLLIN interest of add_split's `read_fd` off or back on (turning it on reports the
+  // socket at once if it is readable). False (errno set) when epoll refused. Any thread.
+  bool set_read_interest(Id id, int read_fd, bool wanted);
   // Forgets the handler (and removes `fd` from epoll when fd >= 0). Once the loop thread has seen
   // the removal the handler is not called again.
   void remove(Id id, int fd);
+  void remove_fd(int fd);  // add_split's read_fd, before remove()
   // Calls the handler's on_io(0) soon on the loop thread. Any thread.
   void wake(Id id);
   void post(std::function<void()> task);
@@ -51,6 +59,7 @@ class IoLoop {
 
  private:
   void run();
+  void register_fd(Id id, int fd, uint32_t events);  // throws; forgets the handler on failure
   void signal_locked();
   void dispatch(Id id, uint32_t events);
   void run_task(const std::function<void()>& task);

@@ -2,6 +2,8 @@
 // The I/O thread's half is pair_io.cc.
 #include "transport/tcp/pair.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -54,7 +56,12 @@ void PairChannel::attach(Fd socket) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;  // closed while connecting: drop the socket
     socket_ = std::move(socket);
-    loop_id_ = loop_.add(socket_.get(), shared_from_this());
+    read_socket_.reset(::fcntl(socket_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!read_socket_.valid()) {
+      RINGD_THROW(kIo, "rank " << rank_ << ": cannot duplicate the socket to peer rank " << peer_
+                               << ": " << errno_text(errno));
+    }
+    loop_id_ = loop_.add_split(socket_.get(), read_socket_.get(), shared_from_this());
   }
   loop_.wake(loop_id_);
 }
@@ -76,18 +83,71 @@ std::shared_ptr<PairOp> PairChannel::post(bool is_send, const void* data, size_t
       return op;
     }
     auto& queue = is_send ? sends_ : recvs_;
-    // A non-empty queue is already being worked on by the I/O thread.
-    if (queue.empty()) wake_id = loop_id_;
+    const bool was_empty = queue.empty();
     queue.push_back(op);
+    if (was_empty && bytes <= kInlineIoBytes && socket_.valid() && !aborting_ &&
+        (is_send || pollers_ == 0)) {
+      // Try it now on this thread. Draining to EAGAIN (or to backpressure) is all the
+      // edge-triggered loop needs: it is called again on the socket's next edge.
+      const bool completed = is_send ? progress_send_locked() : progress_recv_locked();
+      if (completed) completed_.notify_all();
+    } else if (was_empty) {
+      wake_id = loop_id_;  // a non-empty queue is already being worked on by the I/O thread
+    }
   }
   if (wake_id != 0) loop_.wake(wake_id);
   return op;
 }
 
+bool PairChannel::waiter_reads_locked(const PairOp& op) const {
+  return !op.done && !op.is_send && op.bytes <= kInlineIoBytes && pollers_ == 0 &&
+         socket_.valid() && !failed_ && !aborting_ && !recvs_.empty() &&
+         recvs_.front().get() == &op;
+}
+
+bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline) {
+  if (progress_recv_locked()) {
+    completed_.notify_all();
+    return true;
+  }
+  if (failed_ || !socket_.valid()) return true;
+  if (loop_reads_) loop_reads_ = !loop_.set_read_interest(loop_id_, read_socket_.get(), false);
+  pollfd readable{socket_.get(), POLLIN | POLLRDHUP, 0};
+  ++pollers_;
+  lock.unlock();
+  // No polling slices: data, EOF, and close_socket_locked's shutdown() all wake poll, so a
+  // missed wake-up would show as a timeout, not as a hidden delay.
+  const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining_ms(deadline), 0, 1 << 30));
+  const int ready = ::poll(&readable, 1, wait_ms);
+  lock.lock();
+  if (--pollers_ == 0) closed_socket_.reset();
+  return ready != 0 || Clock::now() < deadline;
+}
+
+void PairChannel::restore_loop_reads_locked() {
+  if (loop_reads_ || !socket_.valid()) return;
+  if (loop_.set_read_interest(loop_id_, read_socket_.get(), true)) {
+    loop_reads_ = true;
+  } else {
+    lost_locked(errno, "epoll_ctl(MOD) failed: ");
+  }
+}
+
 void PairChannel::wait(PairOp& op, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto bounded = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
-  if (!completed_.wait_for(lock, bounded, [&] { return op.done; })) {
+  const Deadline deadline = Clock::now() + bounded;
+  bool in_time = true;
+  while (in_time && !op.done) {
+    if (waiter_reads_locked(op)) {
+      in_time = waiter_read_locked(lock, deadline);
+      if (op.done || !waiter_reads_locked(op)) restore_loop_reads_locked();
+    } else {
+      in_time =
+          completed_.wait_until(lock, deadline, [&] { return op.done || waiter_reads_locked(op); });
+    }
+  }
+  if (!op.done) {
     const Error error = RINGD_MAKE_ERROR(
         kTimeout, "rank " << rank_ << ": timed out after " << timeout.count() << " ms waiting to "
                           << (op.is_send ? "send " : "receive ") << describe_op(op)
@@ -124,7 +184,16 @@ void PairChannel::fail_requests_locked(const Error& error) {
 void PairChannel::close_socket_locked() {
   aborting_ = false;
   if (socket_.valid()) {
+    loop_.remove_fd(read_socket_.get());
+    read_socket_.reset();
     loop_.remove(loop_id_, socket_.get());
+    if (pollers_ > 0) {
+      // A waiter sleeps in poll() on this descriptor: closing it would not wake the waiter and
+      // would let the number be reused under it. Shut the connection down (which wakes poll) and
+      // leave the close to the last poller.
+      ::shutdown(socket_.get(), SHUT_RDWR);
+      closed_socket_ = std::move(socket_);
+    }
     socket_.reset();
   }
 }

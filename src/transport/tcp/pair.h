@@ -4,8 +4,16 @@
 //   MessageHeader {magic/version u32, flags u32, tag u64, bytes u64} (24 bytes, little-endian),
 //   then `bytes` of payload.
 //
-// isend/irecv only queue an operation (and wake the I/O loop when its queue was empty); the I/O
-// thread does all socket I/O, holding the channel's mutex:
+// Socket I/O always happens under the channel's mutex, by whichever thread holds it. Large
+// messages are moved by the I/O thread; isend/irecv only queue them (waking the loop when the
+// queue was empty). Small messages (at most kInlineIoBytes) skip the I/O thread on the critical
+// path, because every thread hand-off is a context switch and ranks outnumber cores:
+//   * a small isend/irecv posted to an idle queue is tried at once on the posting thread;
+//   * the thread waiting for a small receive at the head of the queue reads the socket itself,
+//     sleeping in poll() on it (never spinning) instead of waiting for the I/O thread to read and
+//     wake it. Meanwhile the loop's EPOLLIN interest is off (so the I/O thread is not woken for
+//     nothing) and on_io leaves reading to the waiter; both are restored when the wait ends.
+// The state machine is the same for every thread:
 //   * sends: sendmsg() of header + payload straight from the caller's buffer (several queued
 //     messages per call, up to kMaxSendIovecs pieces), resumed after partial writes;
 //   * receives: read a header, match it against the FIRST posted receive (same tag and byte count,
@@ -51,6 +59,8 @@ constexpr uint32_t kFlagAbort = 1;            // the payload is the sender's rea
 constexpr size_t kMaxAbortReasonBytes = 4096;
 // How long closing a pair waits for its abort notice to reach the peer's kernel.
 constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
+// Messages up to this size are sent and received on the posting/waiting thread (see above).
+constexpr size_t kInlineIoBytes = 64 * 1024;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
 struct PairOp {
@@ -96,7 +106,14 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   void fail_requests_locked(const Error& error);
   void close_socket_locked();
   bool read_abort_notice_locked();  // true when the pair failed (the notice is complete)
-  bool progress_send_locked();      // returns whether an operation completed
+  // Whether the waiting thread may read the socket itself for `op` (see above).
+  bool waiter_reads_locked(const PairOp& op) const;
+  // One round of waiter-driven reading: progress, else sleep in poll() until the socket is
+  // readable or `deadline`. Returns false at the deadline.
+  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline);
+  // Hands reading back to the I/O loop after waiter-driven reads.
+  void restore_loop_reads_locked();
+  bool progress_send_locked();  // returns whether an operation completed
   bool progress_recv_locked();
   bool read_header_locked(bool* made_progress);
   void lost_locked(int error, const char* what);
@@ -109,6 +126,10 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   std::condition_variable completed_;
   std::string peer_address_;
   Fd socket_;
+  Fd read_socket_;   // a dup of socket_: the I/O loop's read registration (IoLoop::add_split)
+  int pollers_ = 0;  // threads in poll() on socket_ (with the mutex released)
+  bool loop_reads_ = true;  // whether the I/O loop is woken when socket_ becomes readable
+  Fd closed_socket_;        // closed while polled: shut down, released by the last poller
   IoLoop::Id loop_id_ = 0;
   std::optional<Error> failed_;
   bool aborting_ = false;  // failed_ is set but the abort notice is still being written

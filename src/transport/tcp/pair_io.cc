@@ -26,7 +26,9 @@ void PairChannel::on_io(uint32_t /*events*/) {
   }
   if (failed_ || !socket_.valid()) return;
   bool completed = progress_send_locked();
-  if (!failed_) completed |= progress_recv_locked();
+  // A waiter in poll() reads for itself and drains the socket when it wakes; reading here too
+  // could consume the data under it and leave it asleep until its poll slice ends.
+  if (!failed_ && pollers_ == 0) completed |= progress_recv_locked();
   if (completed) completed_.notify_all();
 }
 
