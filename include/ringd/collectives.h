@@ -16,9 +16,10 @@
 namespace ringd {
 
 enum class AllreduceAlgorithm {
-  kAuto,               // recursive doubling up to small_allreduce_bytes, ring above
+  kAuto,               // by payload size: recursive doubling, halving-doubling, ring
   kRing,               // bandwidth-optimal: reduce-scatter + allgather, pipelined in segments
   kRecursiveDoubling,  // latency-optimal: log2(n) exchange rounds (plus a fold for non-powers of 2)
+  kHalvingDoubling,    // Rabenseifner: the ring's volume in 2 log2(n) steps (mid sizes)
 };
 
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
@@ -27,10 +28,14 @@ AllreduceAlgorithm parse_allreduce_algorithm(const char* text);
 // Zero / kAuto fields take their value from the RINGD_* tunables (common/tunables.h).
 struct CollectiveOptions {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
-  size_t segment_bytes = 0;          // pipeline segment size
-  size_t segments_in_flight = 0;     // receives posted ahead
-  size_t small_allreduce_bytes = 0;  // kAuto threshold (payload bytes); SIZE_MAX = never ring
-  bool small_threshold_set = false;  // true when small_allreduce_bytes is meant literally (even 0)
+  size_t segment_bytes = 0;       // pipeline segment size
+  size_t segments_in_flight = 0;  // receives posted ahead
+  // kAuto: recursive doubling up to small_allreduce_bytes (payload bytes), halving-doubling up to
+  // ring_allreduce_bytes, the ring above. 0 = the tunable's value (unless *_set: then literally 0).
+  size_t small_allreduce_bytes = 0;
+  bool small_threshold_set = false;
+  size_t ring_allreduce_bytes = 0;
+  bool ring_threshold_set = false;
   std::chrono::milliseconds timeout{0};  // per blocking wait; 0 = context's timeout
 };
 

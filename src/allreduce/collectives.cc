@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "allreduce/broadcast_chain.h"
+#include "allreduce/halving_doubling.h"
 #include "allreduce/recursive_doubling.h"
 #include "allreduce/ring.h"
 #include "ringd/error.h"
@@ -53,6 +54,7 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
     case AllreduceAlgorithm::kAuto: return "auto";
     case AllreduceAlgorithm::kRing: return "ring";
     case AllreduceAlgorithm::kRecursiveDoubling: return "rd";
+    case AllreduceAlgorithm::kHalvingDoubling: return "hd";
   }
   return "?";
 }
@@ -62,7 +64,9 @@ AllreduceAlgorithm parse_allreduce_algorithm(const char* text) {
   if (t == "auto") return AllreduceAlgorithm::kAuto;
   if (t == "ring") return AllreduceAlgorithm::kRing;
   if (t == "rd" || t == "recursive-doubling") return AllreduceAlgorithm::kRecursiveDoubling;
-  RINGD_THROW(kInvalidArgument, "unknown allreduce algorithm '" << t << "'; valid: auto ring rd");
+  if (t == "hd" || t == "halving-doubling") return AllreduceAlgorithm::kHalvingDoubling;
+  RINGD_THROW(kInvalidArgument,
+              "unknown allreduce algorithm '" << t << "'; valid: auto ring rd hd");
 }
 
 void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
@@ -76,12 +80,18 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
   const size_t bytes = count * dtype_size(dtype);
   AllreduceAlgorithm algorithm = options.algorithm;
   if (algorithm == AllreduceAlgorithm::kAuto) {
-    algorithm = bytes <= operation.opts.small_allreduce_bytes
-                    ? AllreduceAlgorithm::kRecursiveDoubling
-                    : AllreduceAlgorithm::kRing;
+    if (bytes <= operation.opts.small_allreduce_bytes) {
+      algorithm = AllreduceAlgorithm::kRecursiveDoubling;
+    } else if (bytes <= operation.opts.ring_allreduce_bytes) {
+      algorithm = AllreduceAlgorithm::kHalvingDoubling;
+    } else {
+      algorithm = AllreduceAlgorithm::kRing;
+    }
   }
-  // Fewer elements than ranks leaves ring chunks empty; recursive doubling is right there anyway.
-  if (algorithm == AllreduceAlgorithm::kRing && count < static_cast<size_t>(ctx.size())) {
+  // Fewer elements than ranks leaves ring (or halving) chunks empty; recursive doubling is right
+  // there anyway.
+  if (algorithm != AllreduceAlgorithm::kRecursiveDoubling &&
+      count < static_cast<size_t>(ctx.size())) {
     algorithm = AllreduceAlgorithm::kRecursiveDoubling;
   }
   if (count == 0) return;
@@ -95,6 +105,11 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
         if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
           copy_if_distinct(out, in, bytes);
           algo::recursive_doubling_allreduce(operation, out, count, dtype, op);
+          return;
+        }
+        if (algorithm == AllreduceAlgorithm::kHalvingDoubling) {
+          copy_if_distinct(out, in, bytes);
+          algo::halving_doubling_allreduce(operation, out, count, dtype, op);
           return;
         }
         const Chunks chunks(count, ctx.size());

@@ -13,6 +13,9 @@ Resolved resolve(const Context& ctx, const CollectiveOptions& options) {
   r.small_allreduce_bytes = options.small_threshold_set || options.small_allreduce_bytes
                                 ? options.small_allreduce_bytes
                                 : t.small_allreduce_bytes;
+  r.ring_allreduce_bytes = options.ring_threshold_set || options.ring_allreduce_bytes
+                               ? options.ring_allreduce_bytes
+                               : t.ring_allreduce_bytes;
   r.timeout = options.timeout.count() ? options.timeout : ctx.timeout();
   return r;
 }

@@ -17,6 +17,7 @@ struct Resolved {
   size_t segment_bytes;
   size_t segments_in_flight;
   size_t small_allreduce_bytes;
+  size_t ring_allreduce_bytes;
   std::chrono::milliseconds timeout;
 };
 Resolved resolve(const Context& ctx, const CollectiveOptions& options);

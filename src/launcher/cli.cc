@@ -106,8 +106,11 @@ void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text
                   "mismatches, and any makes the exit code 1");
   bench->add_option("--json", config->json_path, "append one JSON object per size to FILE")
       ->type_name("FILE");
-  bench->add_option("--algorithm", text->algorithm, "allreduce algorithm: auto, ring or rd")
-      ->check(CLI::IsMember({"auto", "ring", "rd"}));
+  bench
+      ->add_option("--algorithm", text->algorithm,
+                   "allreduce algorithm: auto (by size), ring, rd (recursive doubling) or hd "
+                   "(halving-doubling)")
+      ->check(CLI::IsMember({"auto", "ring", "rd", "hd"}));
   bench
       ->add_option("--segment-bytes", text->segment_bytes,
                    "ring pipeline segment size (default RINGD_SEGMENT_BYTES)")
@@ -190,6 +193,7 @@ void print_error(const std::exception& error) {
   std::fflush(stdout);
   const auto* ringd_error = dynamic_cast<const Error*>(&error);
   if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
+  if (name == "hd") return AllreduceAlgorithm::kHalvingDoubling;
     std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
                  error.what());
   } else {

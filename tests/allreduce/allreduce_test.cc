@@ -53,6 +53,11 @@ TEST_P(AllreduceShapes, FloatSumIsExactAndIdenticalOnEveryRank) {
   options.algorithm = algorithm;
   options.segment_bytes = 256;  // 64 floats: most counts below are not multiples of a segment
   options.segments_in_flight = 3;
+  if (algorithm == AllreduceAlgorithm::kAuto) {
+    // Thresholds inside the counts below, so that auto runs all three algorithms.
+    options.small_allreduce_bytes = 100;
+    options.ring_allreduce_bytes = 10000;
+  }
   // 0, 1, 2, primes, segment +- 1, and a few segments' worth per rank
   const std::vector<size_t> counts = {0, 1, 2, 3, 7, 13, 63, 65, 127, 1021, 4099, 65537};
   check_allreduce(transport, size, counts, DataType::kFloat32, ReduceOp::kSum, options, in_place);
@@ -69,6 +74,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(Transport::kInproc), ::testing::Range(1, 17),
                        ::testing::Values(AllreduceAlgorithm::kRing,
                                          AllreduceAlgorithm::kRecursiveDoubling,
+                                         AllreduceAlgorithm::kHalvingDoubling,
                                          AllreduceAlgorithm::kAuto),
                        ::testing::Bool()),
     shape_name);
@@ -77,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
     Tcp, AllreduceShapes,
     ::testing::Combine(::testing::Values(Transport::kTcp), ::testing::Values(2, 3, 5, 8),
                        ::testing::Values(AllreduceAlgorithm::kRing,
-                                         AllreduceAlgorithm::kRecursiveDoubling),
+                                         AllreduceAlgorithm::kRecursiveDoubling,
+                                         AllreduceAlgorithm::kHalvingDoubling),
                        ::testing::Bool()),
     shape_name);
 
@@ -92,7 +99,8 @@ TEST_P(AllreduceTypes, ExactForEveryRankCountAndAlgorithm) {
   const std::vector<int> sizes =
       transport == Transport::kInproc ? std::vector<int>{2, 3, 5, 8, 16} : std::vector<int>{3, 4};
   for (int size : sizes) {
-    for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling}) {
+    for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
+                           AllreduceAlgorithm::kHalvingDoubling}) {
       CollectiveOptions options;
       options.algorithm = algorithm;
       options.segment_bytes = 1000;  // not a multiple of any element size's chunk

@@ -43,7 +43,8 @@ TEST(MpiCollectives, AllreduceEveryDtypeOpCountAlgorithm) {
   for (DataType dtype : kAllDataTypes) {
     for (ReduceOp op : kAllReduceOps) {
       if (!reduce_op_supported(dtype, op)) continue;
-      for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling}) {
+      for (auto algorithm : {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
+                             AllreduceAlgorithm::kHalvingDoubling}) {
         for (bool in_place : {false, true}) {
           for (size_t count :
                {size_t{0}, size_t{1}, size_t{2}, size_t{13}, size_t{1021}, size_t{20011}}) {
