@@ -35,6 +35,18 @@ std::string read_secret_file(const char* path) {
   return secret;
 }
 
+int parse_small_int(const char* name, const char* text, int low, int high) {
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || value < low || value > high ||
+      !std::isdigit(static_cast<unsigned char>(text[0]))) {
+    RINGD_THROW(kInvalidArgument,
+                name << "=" << text << " is not a whole number in " << low << ".." << high);
+  }
+  return static_cast<int>(value);
+}
+
 Tunables load() {
   Tunables t;
   if (const char* v = env("RINGD_TIMEOUT")) t.timeout = parse_seconds("RINGD_TIMEOUT", v);
@@ -74,6 +86,14 @@ Tunables load() {
       RINGD_THROW(kInvalidArgument,
                   "RINGD_LOG_LEVEL=" << s << " is not one of error warn info debug");
   }
+  if (const char* v = env("RINGD_IB_DEVICE")) t.ib_device = v;
+  if (const char* v = env("RINGD_IB_PORT")) {
+    t.ib_port = parse_small_int("RINGD_IB_PORT", v, 1, 255);
+  }
+  if (const char* v = env("RINGD_IB_GID_INDEX")) {
+    t.ib_gid_index =
+        std::string(v) == "auto" ? -1 : parse_small_int("RINGD_IB_GID_INDEX", v, 0, 255);
+  }
   return t;
 }
 
@@ -100,6 +120,13 @@ const std::vector<TunableInfo>& tunable_table() {
        "per-job secret for the TCP challenge-response handshake; never sent on the wire"},
       {"RINGD_JOB_SECRET_FILE", "(unset)", "file holding the job secret (e.g. a mounted Secret)"},
       {"RINGD_LOG_LEVEL", "warn", "error, warn, info or debug"},
+      {"RINGD_IB_DEVICE", "(unset)",
+       "RDMA device for --transport ibverbs (e.g. mlx5_0); unset = the first whose port is "
+       "active"},
+      {"RINGD_IB_PORT", "1", "port of the RDMA device (1-based)"},
+      {"RINGD_IB_GID_INDEX", "auto",
+       "GID table index: auto = on RoCE the first RoCE v2 GID with an IPv4 address, on "
+       "InfiniBand none (LID routing); a number forces that GID (and a GRH)"},
   };
   return table;
 }

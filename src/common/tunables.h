@@ -19,6 +19,9 @@ struct Tunables {
   std::string interface;                     // RINGD_IFACE: network interface for tcp (e.g. eth0)
   std::string job_secret;  // RINGD_JOB_SECRET or contents of RINGD_JOB_SECRET_FILE
   int log_level = 1;       // RINGD_LOG_LEVEL: error=0 warn=1 info=2 debug=3
+  std::string ib_device;   // RINGD_IB_DEVICE: RDMA device for ibverbs (empty = first active)
+  int ib_port = 1;         // RINGD_IB_PORT
+  int ib_gid_index = -1;   // RINGD_IB_GID_INDEX (-1 = auto)
 };
 
 struct TunableInfo {
