@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "launcher/bench_hierarchy.h"
 #include "launcher/bench_pattern.h"
 #include "launcher/bench_report.h"
 #include "ringd/collectives.h"
@@ -213,6 +214,12 @@ class BenchRunner {
   CollectiveOptions options_;
 };
 
+// The flat sweep, or the hierarchical one (bench_hierarchy.h) for --local-devices/--hierarchy.
+int64_t run_sweep(Context& ctx, const BenchConfig& config, bool report) {
+  if (bench_is_hierarchical(config)) return run_hierarchy_sweep(ctx, config, report);
+  return BenchRunner(ctx, config, report).run();
+}
+
 std::chrono::milliseconds timeout_of(const BenchConfig& config) {
   return config.timeout.count() > 0 ? config.timeout : tunables().timeout;
 }
@@ -238,7 +245,7 @@ int run_inproc(const BenchConfig& config, int ranks) {
     threads.emplace_back([&, rank] {
       try {
         auto ctx = hub.connect(rank, timeout_of(config));
-        const int64_t rank_wrong = BenchRunner(*ctx, config, rank == 0).run();
+        const int64_t rank_wrong = run_sweep(*ctx, config, rank == 0);
         if (rank == 0) wrong = rank_wrong;
       } catch (...) {
         {
@@ -258,9 +265,11 @@ int run_inproc(const BenchConfig& config, int ranks) {
 
 Topology plan_bench(const BenchConfig& config) {
   Topology topology = resolve_topology(config.topology, process_environment(), RINGD_HAVE_MPI);
-  RINGD_CHECK_ARG(config.collective != Collective::kBroadcast ||
-                      (config.root >= 0 && config.root < topology.size),
-                  "--root " << config.root << " is outside 0.." << topology.size - 1);
+  const int ranks = topology.size * config.local_devices;  // every device is a rank
+  RINGD_CHECK_ARG(
+      config.collective != Collective::kBroadcast || (config.root >= 0 && config.root < ranks),
+      "--root " << config.root << " is outside 0.." << ranks - 1
+                << (config.local_devices > 1 ? " (nodes x --local-devices)" : ""));
   return topology;
 }
 
@@ -304,7 +313,7 @@ int run_bench(const BenchConfig& config, const Topology& topology) {
   }
   RINGD_CHECK_ARG(ctx != nullptr, "transport " << topology.transport << " is not built in");
   ctx->set_timeout(timeout);
-  const int64_t wrong = BenchRunner(*ctx, config, topology.rank == 0).run();
+  const int64_t wrong = run_sweep(*ctx, config, topology.rank == 0);
   return finish(wrong, topology.rank == 0);
 }
 

@@ -8,6 +8,7 @@
 
 #include "launcher/topology.h"
 #include "ringd/collectives.h"
+#include "ringd/hierarchy.h"
 #include "ringd/types.h"
 
 namespace ringd::launcher {
@@ -40,6 +41,16 @@ struct BenchConfig {
   std::string interface;                 // tcp: listen on / advertise this interface
   int tcp_port = 0;                      // tcp: this rank's listening port (0 = any)
   TopologyFlags topology;
+  // Devices per node (CPU devices: host buffers of this process) and how a collective spans them
+  // (ringd/hierarchy.h). kNone with one device is the flat collective.
+  int local_devices = 1;
+  Hierarchy hierarchy = Hierarchy::kNone;
 };
+
+// Whether the run goes through the hierarchical collectives (more than one device, or a
+// hierarchy asked for explicitly).
+inline bool bench_is_hierarchical(const BenchConfig& config) {
+  return config.local_devices > 1 || config.hierarchy != Hierarchy::kNone;
+}
 
 }  // namespace ringd::launcher

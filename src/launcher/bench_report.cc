@@ -64,6 +64,13 @@ BenchRow make_row(Collective collective, size_t bytes, size_t count, DataType dt
   return row;
 }
 
+void add_hierarchy(BenchRow* row, int nodes, int local_devices, const std::string& hierarchy) {
+  row->nodes = nodes;
+  row->local_devices = local_devices;
+  row->hierarchy = hierarchy;
+  row->node_busbw_gbps = row->algbw_gbps * bus_bandwidth_factor(row->collective, nodes);
+}
+
 std::string format_header(const ReportHeader& h) {
   std::ostringstream os;
   os << "# ringd " << RINGD_VERSION << " bench " << collective_name(h.collective) << "\n";
@@ -77,23 +84,31 @@ std::string format_header(const ReportHeader& h) {
   else
     os << "default";
   os << "\n";
+  if (h.nodes > 0) {
+    os << "# nodes: " << h.nodes << "  local devices: " << h.local_devices
+       << "  hierarchy: " << h.hierarchy
+       << "  (busbw: per device, over all ranks; nodebw: per node, across nodes)\n";
+  }
   os << "# minBytes " << h.min_bytes << " maxBytes " << h.max_bytes << " step: " << h.step_factor
      << "(factor) warmup iters: " << h.warmup << " iters: " << h.iters
      << " validation: " << (h.check ? 1 : 0) << " in-place: " << (h.in_place ? 1 : 0) << "\n";
   os << "#\n";
-  os << printf_string("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %6s\n", "size", "count", "type",
+  os << printf_string("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %6s", "size", "count", "type",
                       "redop", "root", "time", "algbw", "busbw", "#wrong");
-  os << printf_string("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %6s\n", "(B)", "(elements)", "",
+  os << (h.nodes > 0 ? printf_string("  %7s\n", "nodebw") : "\n");
+  os << printf_string("# %10s  %12s  %8s  %6s  %6s  %7s  %7s  %7s  %6s", "(B)", "(elements)", "",
                       "", "", "(us)", "(GB/s)", "(GB/s)", "");
+  os << (h.nodes > 0 ? printf_string("  %7s\n", "(GB/s)") : "\n");
   return os.str();
 }
 
 std::string format_row(const BenchRow& row) {
   const std::string wrong = row.wrong < 0 ? "N/A" : std::to_string(row.wrong);
-  return printf_string("%12zu  %12zu  %8s  %6s  %6d %s  %7.3f  %7.3f  %6s\n", row.bytes, row.count,
-                       dtype_name(row.dtype), redop_label(row.collective, row.op), row.root,
-                       format_time(row.time_us).c_str(), row.algbw_gbps, row.busbw_gbps,
-                       wrong.c_str());
+  const std::string line = printf_string(
+      "%12zu  %12zu  %8s  %6s  %6d %s  %7.3f  %7.3f  %6s", row.bytes, row.count,
+      dtype_name(row.dtype), redop_label(row.collective, row.op), row.root,
+      format_time(row.time_us).c_str(), row.algbw_gbps, row.busbw_gbps, wrong.c_str());
+  return line + (row.nodes > 0 ? printf_string("  %7.3f\n", row.node_busbw_gbps) : "\n");
 }
 
 std::string format_footer(const std::vector<BenchRow>& rows) {
@@ -127,6 +142,12 @@ std::string format_json(const BenchRow& row) {
     object["wrong"] = nullptr;
   } else {
     object["wrong"] = row.wrong;
+  }
+  if (row.nodes > 0) {
+    object["nodes"] = row.nodes;
+    object["local_devices"] = row.local_devices;
+    object["hierarchy"] = row.hierarchy;
+    object["node_busbw_GBps"] = row.node_busbw_gbps;
   }
   return object.dump();
 }

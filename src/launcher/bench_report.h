@@ -9,6 +9,13 @@
 //
 // and, with --json FILE, one JSON object per size with exactly the keys
 // op bytes count dtype redop ranks transport time_us algbw_GBps busbw_GBps wrong.
+//
+// Hierarchical runs (N nodes x L devices, ringd/hierarchy.h) add to the header the nodes, devices
+// per node and hierarchy, to each row a column `nodebw`, and to each JSON object the keys nodes
+// local_devices hierarchy node_busbw_GBps. There `ranks` is N x L (every device counts, as in
+// nccl-tests), so busbw is per device and comparable with a flat run of N x L ranks; nodebw is
+// algbw times the factor for N ranks: what each node's link carries each way in the step across
+// nodes, the figure to hold against the line rate.
 #pragma once
 
 #include <cstddef>
@@ -38,11 +45,19 @@ struct BenchRow {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   int64_t wrong = -1;  // mismatching elements over all ranks; -1 = not checked
+  // Hierarchical runs only (nodes == 0 otherwise): ranks == nodes * local_devices.
+  int nodes = 0;
+  int local_devices = 0;
+  std::string hierarchy;
+  double node_busbw_gbps = 0;
 };
 
 // Fills in the bandwidths from bytes, time and ranks.
 BenchRow make_row(Collective collective, size_t bytes, size_t count, DataType dtype, ReduceOp op,
                   int root, int ranks, const std::string& transport, double time_us, int64_t wrong);
+
+// Marks `row` (made with ranks = nodes x local_devices) as hierarchical and fills in nodebw.
+void add_hierarchy(BenchRow* row, int nodes, int local_devices, const std::string& hierarchy);
 
 struct ReportHeader {
   Collective collective = Collective::kAllreduce;
@@ -60,6 +75,9 @@ struct ReportHeader {
   bool check = false;
   bool in_place = false;
   int root = -1;
+  int nodes = 0;  // hierarchical runs only, as in BenchRow
+  int local_devices = 0;
+  std::string hierarchy;
 };
 
 std::string format_header(const ReportHeader& header);  // ends with the two column-title lines

@@ -26,6 +26,14 @@ whole gathered/scattered buffer, as in nccl-tests. Output on rank 0 follows nccl
 time is the mean per iteration of the slowest rank; algbw = size/time; busbw = algbw x 2(n-1)/n
 (allreduce), (n-1)/n (allgather, reducescatter) or 1 (broadcast).
 
+Several devices per process (--local-devices L): this process is one node with L CPU devices
+(host buffers), and the collective is hierarchical (--hierarchy reduce-bcast or rs-ag, default
+reduce-bcast): inside the node, then across the nodes, then inside again. Device d of node r is
+rank r*L+d, so sizes, --root and --check are those of a flat run of N*L ranks, and busbw counts
+all N*L ranks (per device, comparable with that flat run). The extra column nodebw = algbw x
+2(N-1)/N (allreduce; (N-1)/N allgather, 1 broadcast) is what each node's link carries each way
+across nodes: compare it with the line rate. Hierarchical runs are always in place.
+
 Finding the other ranks:
   under mpirun      rank and size come from Open MPI; the tcp transport bootstraps through MPI
   standalone        ringd bench allreduce --rank R --size N --rendezvous HOST:PORT
@@ -35,6 +43,7 @@ Finding the other ranks:
 Examples:
   mpirun -np 4 --mca mpi_yield_when_idle 1 ringd bench allreduce --check
   ringd bench broadcast --transport inproc --ranks 3 -b 1K -e 1M --check --json out.jsonl
+  ringd bench allreduce --transport inproc --ranks 4 --local-devices 4 --hierarchy rs-ag --check
 )";
 
 // A CLI11 validator built from one of ringd's parsers: the parser's message becomes the error.
@@ -63,6 +72,7 @@ struct BenchFlagText {
   std::string op = "sum";
   std::string algorithm = "auto";
   std::string timeout;
+  std::string hierarchy;  // empty: reduce-bcast with several devices, none with one
 };
 
 void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text) {
@@ -124,6 +134,16 @@ void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text
       ->check(parser_validator(
           "--timeout", [](const std::string& n, const std::string& t) { parse_seconds(n, t); }));
   bench
+      ->add_option("--local-devices", config->local_devices,
+                   "CPU devices in this process (one node); > 1 makes the run hierarchical "
+                   "(default 1)")
+      ->check(CLI::Range(1, 1024));
+  bench
+      ->add_option("--hierarchy", text->hierarchy,
+                   "none, reduce-bcast or rs-ag (default: reduce-bcast with --local-devices > 1, "
+                   "else none)")
+      ->check(CLI::IsMember({"none", "reduce-bcast", "rs-ag"}));
+  bench
       ->add_option("--ranks", config->topology.inproc_ranks,
                    "--transport inproc: number of ranks (threads in this process)")
       ->check(CLI::Range(1, 4096));
@@ -153,6 +173,16 @@ void validate(const BenchConfig& config) {
                                                  std::to_string(config.min_bytes) + " > " +
                                                  std::to_string(config.max_bytes) + ")");
   }
+  if (config.hierarchy == Hierarchy::kNone && config.local_devices > 1) {
+    throw CLI::ValidationError("--hierarchy",
+                               "none has no step inside the node, so it needs --local-devices 1; "
+                               "run N*L ranks for a flat ring, or choose reduce-bcast or rs-ag");
+  }
+  if (config.collective == Collective::kReduceScatter && bench_is_hierarchical(config)) {
+    throw CLI::ValidationError("--local-devices",
+                               "reducescatter has no hierarchical form; use --local-devices 1 and "
+                               "no --hierarchy");
+  }
   if (collective_reduces(config.collective) && !reduce_op_supported(config.dtype, config.op)) {
     throw CLI::ValidationError("--op", std::string(reduce_op_name(config.op)) +
                                            " is defined for floating-point types only, not " +
@@ -163,6 +193,7 @@ void validate(const BenchConfig& config) {
 AllreduceAlgorithm algorithm_from_name(const std::string& name) {
   if (name == "ring") return AllreduceAlgorithm::kRing;
   if (name == "rd") return AllreduceAlgorithm::kRecursiveDoubling;
+  if (name == "hd") return AllreduceAlgorithm::kHalvingDoubling;
   return AllreduceAlgorithm::kAuto;
 }
 
@@ -193,7 +224,6 @@ void print_error(const std::exception& error) {
   std::fflush(stdout);
   const auto* ringd_error = dynamic_cast<const Error*>(&error);
   if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
-  if (name == "hd") return AllreduceAlgorithm::kHalvingDoubling;
     std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
                  error.what());
   } else {
@@ -236,6 +266,9 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
     config.dtype = parse_dtype(text.dtype);
     config.op = parse_reduce_op(text.op);
     config.algorithm = algorithm_from_name(text.algorithm);
+    config.hierarchy = !text.hierarchy.empty()    ? parse_hierarchy(text.hierarchy)
+                       : config.local_devices > 1 ? kDefaultHierarchy
+                                                  : Hierarchy::kNone;
     validate(config);
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);

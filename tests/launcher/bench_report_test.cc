@@ -103,5 +103,42 @@ TEST(BenchReport, JsonHasExactlyTheDocumentedKeys) {
   EXPECT_TRUE(nlohmann::json::parse(format_json(unchecked))["wrong"].is_null());
 }
 
+TEST(BenchReport, HierarchicalRowsAddNodeBandwidthColumnAndKeys) {
+  // 4 nodes x 4 devices: busbw over all 16 ranks, nodebw over the 4 nodes.
+  BenchRow row = make_row(Collective::kAllreduce, 4000000, 1000000, DataType::kFloat32,
+                          ReduceOp::kSum, 0, 16, "tcp", 2000.0, 0);
+  add_hierarchy(&row, 4, 4, "rs-ag");
+  EXPECT_DOUBLE_EQ(row.algbw_gbps, 2.0);
+  EXPECT_DOUBLE_EQ(row.busbw_gbps, 2.0 * 2 * 15 / 16);
+  EXPECT_DOUBLE_EQ(row.node_busbw_gbps, 2.0 * 2 * 3 / 4);
+  EXPECT_EQ(format_row(row),
+            "     4000000       1000000     float     sum      -1   2000.0    2.000    3.750       "
+            "0    3.000\n");
+  const nlohmann::json object = nlohmann::json::parse(format_json(row));
+  EXPECT_EQ(object["ranks"], 16);
+  EXPECT_EQ(object["nodes"], 4);
+  EXPECT_EQ(object["local_devices"], 4);
+  EXPECT_EQ(object["hierarchy"], "rs-ag");
+  EXPECT_DOUBLE_EQ(object["node_busbw_GBps"].get<double>(), 3.0);
+
+  BenchRow gather = make_row(Collective::kAllgather, 1600, 400, DataType::kFloat32, ReduceOp::kSum,
+                             0, 8, "inproc", 1.0, -1);
+  add_hierarchy(&gather, 2, 4, "reduce-bcast");
+  EXPECT_DOUBLE_EQ(gather.node_busbw_gbps, 1.6 * 0.5);
+
+  ReportHeader header;
+  header.ranks = 16;
+  header.nodes = 4;
+  header.local_devices = 4;
+  header.hierarchy = "rs-ag";
+  const std::string text = format_header(header);
+  for (const char* part :
+       {"ranks: 16", "nodes: 4", "local devices: 4", "hierarchy: rs-ag", "nodebw"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << " missing from\n" << text;
+  }
+  EXPECT_EQ(format_header(ReportHeader{}).find("nodebw"), std::string::npos)
+      << "flat runs keep nccl-tests' columns";
+}
+
 }  // namespace
 }  // namespace ringd::launcher

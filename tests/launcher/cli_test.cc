@@ -44,6 +44,34 @@ TEST(Cli, DefaultsMatchTheDocumentation) {
   EXPECT_EQ(c.algorithm, AllreduceAlgorithm::kAuto);
   EXPECT_EQ(c.timeout.count(), 0);
   EXPECT_TRUE(c.topology.transport.empty());
+  EXPECT_EQ(c.local_devices, 1);
+  EXPECT_EQ(c.hierarchy, Hierarchy::kNone);
+  EXPECT_FALSE(bench_is_hierarchical(c));
+}
+
+TEST(Cli, HierarchyFlags) {
+  const Parsed explicit_choice = parse({"bench", "allreduce", "--local-devices", "4", "--hierarchy",
+                                        "rs-ag", "--ranks", "4", "--transport", "inproc"});
+  ASSERT_TRUE(explicit_choice.run);
+  EXPECT_EQ(explicit_choice.command.bench.local_devices, 4);
+  EXPECT_EQ(explicit_choice.command.bench.hierarchy, Hierarchy::kRsAg);
+  EXPECT_TRUE(bench_is_hierarchical(explicit_choice.command.bench));
+
+  // Several devices and no --hierarchy: the measured default, named in --help.
+  const Parsed defaulted = parse({"bench", "allgather", "--local-devices", "2"});
+  ASSERT_TRUE(defaulted.run);
+  EXPECT_EQ(defaulted.command.bench.hierarchy, kDefaultHierarchy);
+
+  // One device with a hierarchy asked for: the hierarchical code path with trivial local steps.
+  const Parsed one_device = parse({"bench", "broadcast", "--hierarchy", "reduce-bcast"});
+  ASSERT_TRUE(one_device.run);
+  EXPECT_EQ(one_device.command.bench.local_devices, 1);
+  EXPECT_EQ(one_device.command.bench.hierarchy, Hierarchy::kReduceBcast);
+  EXPECT_TRUE(bench_is_hierarchical(one_device.command.bench));
+
+  const Parsed flat = parse({"bench", "allreduce", "--hierarchy", "none", "--local-devices", "1"});
+  ASSERT_TRUE(flat.run);
+  EXPECT_FALSE(bench_is_hierarchical(flat.command.bench));
 }
 
 TEST(Cli, EveryBenchFlag) {
@@ -120,7 +148,13 @@ TEST(Cli, BadFlagsExitTwo) {
            {"bench", "allreduce", "--timeout", "-1"},
            {"bench", "allreduce", "--algorithm", "tree"},
            {"bench", "allreduce", "--dtype", "int32", "--op", "avg"},
-           {"bench", "reducescatter", "--dtype", "uint8", "--op", "avg"}}) {
+           {"bench", "reducescatter", "--dtype", "uint8", "--op", "avg"},
+           {"bench", "allreduce", "--local-devices", "0"},
+           {"bench", "allreduce", "--local-devices", "two"},
+           {"bench", "allreduce", "--hierarchy", "tree"},
+           {"bench", "allreduce", "--hierarchy", "none", "--local-devices", "2"},
+           {"bench", "reducescatter", "--local-devices", "2"},
+           {"bench", "reducescatter", "--hierarchy", "rs-ag"}}) {
     const Parsed p = parse(args);
     std::string joined;
     for (const std::string& arg : args) joined += arg + " ";

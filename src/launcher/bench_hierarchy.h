@@ -1,0 +1,18 @@
+// `ringd bench ... --local-devices L --hierarchy reduce-bcast|rs-ag`: the sweep through the
+// hierarchical collectives (ringd/hierarchy.h). This process is one node with L CPU devices; the
+// Context joins the nodes. Sizes, --check patterns and the table are those of the flat bench over
+// N x L ranks (device d of node r is rank r * L + d); the table adds nodebw (bench_report.h).
+#pragma once
+
+#include <cstdint>
+
+#include "launcher/bench_config.h"
+#include "ringd/transport.h"
+
+namespace ringd::launcher {
+
+// One node's sweep; rank 0 (`report`) prints the table and writes the JSON. Returns the number of
+// wrong values over all sizes, nodes and devices (identical on every node).
+int64_t run_hierarchy_sweep(Context& ctx, const BenchConfig& config, bool report);
+
+}  // namespace ringd::launcher
