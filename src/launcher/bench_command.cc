@@ -17,6 +17,7 @@
 #include "ringd/collectives.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
+#include "ringd/ibverbs.h"
 #include "ringd/inproc.h"
 #include "ringd/tcp.h"
 #if RINGD_HAVE_MPI
@@ -304,12 +305,18 @@ int run_bench(const BenchConfig& config, const Topology& topology) {
 #endif
     }
     RINGD_CHECK_ARG(store != nullptr, "rank " << topology.rank << ": no way to find the peers");
-    TcpOptions options;
-    options.interface = config.interface;
-    options.port = static_cast<uint16_t>(config.tcp_port);
-    options.secret = secret;
-    options.timeout = timeout;
-    ctx = tcp_connect(*store, topology.rank, topology.size, options);
+    if (topology.transport == "ibverbs") {
+      IbverbsOptions options;  // device, port, GID: RINGD_IB_* (docs/tunables.md)
+      options.timeout = timeout;
+      ctx = ibverbs_connect(*store, topology.rank, topology.size, options);
+    } else {
+      TcpOptions options;
+      options.interface = config.interface;
+      options.port = static_cast<uint16_t>(config.tcp_port);
+      options.secret = secret;
+      options.timeout = timeout;
+      ctx = tcp_connect(*store, topology.rank, topology.size, options);
+    }
   }
   RINGD_CHECK_ARG(ctx != nullptr, "transport " << topology.transport << " is not built in");
   ctx->set_timeout(timeout);

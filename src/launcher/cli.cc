@@ -36,6 +36,8 @@ across nodes: compare it with the line rate. Hierarchical runs are always in pla
 
 Finding the other ranks:
   under mpirun      rank and size come from Open MPI; the tcp transport bootstraps through MPI
+                    (so does ibverbs: RDMA queue pairs, found through the same store;
+                    RINGD_IB_DEVICE picks the adapter)
   standalone        ringd bench allreduce --rank R --size N --rendezvous HOST:PORT
                     (rank 0 serves the rendezvous store on HOST:PORT; set RINGD_JOB_SECRET)
   one process       ringd bench allreduce --transport inproc --ranks N   (N threads)
@@ -85,8 +87,9 @@ void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text
       "size", [](const std::string& n, const std::string& t) { parse_bytes(n, t); });
   bench
       ->add_option("--transport", config->topology.transport,
-                   "tcp, mpi or inproc (default: mpi under mpirun when built with MPI, else tcp)")
-      ->check(CLI::IsMember({"tcp", "mpi", "inproc"}));
+                   "tcp, mpi, ibverbs or inproc (default: mpi under mpirun when built with MPI, "
+                   "else tcp)")
+      ->check(CLI::IsMember({"tcp", "mpi", "ibverbs", "inproc"}));
   bench->add_option("-b,--minbytes", text->min_bytes, "smallest size (default 4K)")
       ->check(bytes)
       ->type_name("SIZE");

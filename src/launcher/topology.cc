@@ -59,9 +59,9 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
   if (topology.transport.empty())
     topology.transport = topology.under_mpirun && have_mpi ? "mpi" : "tcp";
   if (topology.transport != "tcp" && topology.transport != "mpi" &&
-      topology.transport != "inproc") {
+      topology.transport != "inproc" && topology.transport != "ibverbs") {
     RINGD_THROW(kInvalidArgument,
-                "--transport " << topology.transport << " is not one of tcp, mpi, inproc");
+                "--transport " << topology.transport << " is not one of tcp, mpi, ibverbs, inproc");
   }
   if (topology.transport == "mpi" && !have_mpi) {
     RINGD_THROW(kUnavailable,
@@ -119,14 +119,15 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
     }
   }
 
+  // tcp and ibverbs find their peers through the rendezvous store (MPI's, under mpirun).
+  const bool uses_store = topology.transport == "tcp" || topology.transport == "ibverbs";
   if (!flags.rendezvous.empty()) {
-    if (topology.transport != "tcp") {
-      RINGD_THROW(kInvalidArgument, "--rendezvous is only used by --transport tcp");
+    if (!uses_store) {
+      RINGD_THROW(kInvalidArgument, "--rendezvous is only used by --transport tcp and ibverbs");
     }
     parse_host_port("--rendezvous", flags.rendezvous, &topology.rendezvous_host,
                     &topology.rendezvous_port);
-  } else if (topology.transport == "tcp" && topology.size > 1 &&
-             !(topology.under_mpirun && have_mpi)) {
+  } else if (uses_store && topology.size > 1 && !(topology.under_mpirun && have_mpi)) {
     RINGD_THROW(kInvalidArgument, "rank " << topology.rank << " of " << topology.size
                                           << ": --rendezvous host:port is required (rank 0 serves "
                                              "the rendezvous store there)");

@@ -15,7 +15,7 @@ struct TopologyFlags {
   int rank = -1;
   int size = -1;
   std::string rendezvous;  // host:port of rank 0's TcpStoreServer
-  std::string transport;   // tcp | mpi | inproc | empty (choose)
+  std::string transport;   // tcp | mpi | ibverbs | inproc | empty (choose)
   int inproc_ranks = -1;   // --ranks: threads in this process (inproc only)
 };
 
@@ -23,8 +23,8 @@ struct Topology {
   int rank = 0;
   int size = 1;
   bool under_mpirun = false;
-  std::string transport;  // tcp | mpi | inproc
-  // Standalone tcp with size > 1: where rank 0 serves the rendezvous store.
+  std::string transport;  // tcp | mpi | ibverbs | inproc
+  // Standalone tcp/ibverbs with size > 1: where rank 0 serves the rendezvous store.
   std::string rendezvous_host;
   uint16_t rendezvous_port = 0;
 };

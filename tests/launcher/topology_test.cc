@@ -158,6 +158,32 @@ TEST(Topology, InprocRanksAreThreadsOfThisProcess) {
   error_message(ErrorCode::kInvalidArgument, [&] { resolve_topology(flags, kNoEnv, true); });
 }
 
+TEST(Topology, IbverbsFindsPeersLikeTcp) {
+  TopologyFlags flags;
+  flags.transport = "ibverbs";
+  const Topology under_mpirun = resolve_topology(flags, kMpirun, true);
+  EXPECT_EQ(under_mpirun.transport, "ibverbs");
+  EXPECT_EQ(under_mpirun.rank, 2);
+  EXPECT_TRUE(under_mpirun.rendezvous_host.empty());  // the store comes through MPI
+
+  flags.rank = 1;
+  flags.size = 3;
+  const std::string message =
+      error_message(ErrorCode::kInvalidArgument, [&] { resolve_topology(flags, kNoEnv, true); });
+  EXPECT_NE(message.find("--rendezvous host:port is required"), std::string::npos) << message;
+  flags.rendezvous = "10.0.0.1:29500";
+  const Topology standalone = resolve_topology(flags, kNoEnv, true);
+  EXPECT_EQ(standalone.transport, "ibverbs");
+  EXPECT_EQ(standalone.rendezvous_host, "10.0.0.1");
+
+  TopologyFlags wrong;
+  wrong.transport = "verbs";
+  EXPECT_NE(
+      error_message(ErrorCode::kInvalidArgument, [&] { resolve_topology(wrong, kNoEnv, true); })
+          .find("not one of tcp, mpi, ibverbs, inproc"),
+      std::string::npos);
+}
+
 TEST(Topology, ParseHostPort) {
   std::string host;
   uint16_t port = 0;
