@@ -62,6 +62,9 @@ Tunables load() {
   if (const char* v = env("RINGD_SMALL_ALLREDUCE_BYTES")) {
     t.small_allreduce_bytes = parse_bytes("RINGD_SMALL_ALLREDUCE_BYTES", v);
   }
+  if (const char* v = env("RINGD_RING_ALLREDUCE_BYTES")) {
+    t.ring_allreduce_bytes = parse_bytes("RINGD_RING_ALLREDUCE_BYTES", v);
+  }
   if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
     t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
   }
@@ -110,7 +113,10 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SEGMENT_BYTES", "1M", "ring pipeline segment size (bytes; K/M/G suffixes)"},
       {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
       {"RINGD_SMALL_ALLREDUCE_BYTES", "64K",
-       "allreduce payloads up to this size use recursive doubling instead of the ring"},
+       "allreduce payloads up to this size use recursive doubling (latency-optimal)"},
+      {"RINGD_RING_ALLREDUCE_BYTES", "1M",
+       "allreduce payloads above this size use the pipelined ring; between the two, halving-"
+       "doubling (Rabenseifner)"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_IFACE", "(unset)",
