@@ -112,9 +112,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_TIMEOUT", "30", "seconds any blocking wait (receive, send, rendezvous) may take"},
       {"RINGD_SEGMENT_BYTES", "1M", "ring pipeline segment size (bytes; K/M/G suffixes)"},
       {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
-      {"RINGD_SMALL_ALLREDUCE_BYTES", "64K",
+      {"RINGD_SMALL_ALLREDUCE_BYTES", "32K",
        "allreduce payloads up to this size use recursive doubling (latency-optimal)"},
-      {"RINGD_RING_ALLREDUCE_BYTES", "1M",
+      {"RINGD_RING_ALLREDUCE_BYTES", "2M",
        "allreduce payloads above this size use the pipelined ring; between the two, halving-"
        "doubling (Rabenseifner)"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
