@@ -103,6 +103,10 @@ endif()
 ringd_option_state(RINGD_WITH_IBVERBS _ibv_found RINGD_HAVE_IBVERBS)
 
 # ---- always required ----
+# protobuf (libprotobuf-dev, protobuf-compiler): proto/, the fusion engine's negotiation messages
+find_package(Protobuf REQUIRED)
+# nlohmann-json (nlohmann-json3-dev): the fusion timeline and the bench's JSON output
+find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)
   find_path(RINGD_CLI11_INCLUDE CLI/CLI.hpp REQUIRED)
