@@ -47,6 +47,43 @@ int parse_small_int(const char* name, const char* text, int low, int high) {
   return static_cast<int>(value);
 }
 
+double parse_non_negative(const char* name, const char* text, double high) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= 0) || value > high) {
+    RINGD_THROW(kInvalidArgument, name << "=" << text << " is not a number in 0.." << high);
+  }
+  return value;
+}
+
+// The fusion engine's variables (include/ringd/engine.h).
+void load_fusion(Tunables& t) {
+  if (const char* v = env("RINGD_CYCLE_TIME_MS")) {
+    t.cycle_time_ms = parse_non_negative("RINGD_CYCLE_TIME_MS", v, 10000);
+  }
+  if (const char* v = env("RINGD_FUSION_THRESHOLD_BYTES")) {
+    t.fusion_threshold_bytes = parse_bytes("RINGD_FUSION_THRESHOLD_BYTES", v);
+  }
+  if (const char* v = env("RINGD_CACHE_CAPACITY")) {
+    t.cache_capacity = parse_small_int("RINGD_CACHE_CAPACITY", v, 0, 1 << 20);
+  }
+  if (const char* v = env("RINGD_STALL_WARNING_S")) {
+    t.stall_warning_s = parse_non_negative("RINGD_STALL_WARNING_S", v, 1e6);
+  }
+  if (const char* v = env("RINGD_STALL_SHUTDOWN_S")) {
+    t.stall_shutdown_s = parse_non_negative("RINGD_STALL_SHUTDOWN_S", v, 1e6);
+  }
+  if (const char* v = env("RINGD_TIMELINE")) t.timeline = v;
+  if (const char* v = env("RINGD_COMPRESSION")) {
+    t.compression = v;
+    RINGD_CHECK_ARG(t.compression == "none" || t.compression == "fp16" || t.compression == "bf16",
+                    "RINGD_COMPRESSION=" << v << " is not one of none fp16 bf16");
+  }
+  if (const char* v = env("RINGD_FUSION_THREADS")) {
+    t.fusion_threads = parse_small_int("RINGD_FUSION_THREADS", v, 0, 256);
+  }
+}
+
 Tunables load() {
   Tunables t;
   if (const char* v = env("RINGD_TIMEOUT")) t.timeout = parse_seconds("RINGD_TIMEOUT", v);
@@ -97,6 +134,7 @@ Tunables load() {
     t.ib_gid_index =
         std::string(v) == "auto" ? -1 : parse_small_int("RINGD_IB_GID_INDEX", v, 0, 255);
   }
+  load_fusion(t);
   return t;
 }
 
@@ -133,6 +171,28 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_IB_GID_INDEX", "auto",
        "GID table index: auto = on RoCE the first RoCE v2 GID with an IPv4 address, on "
        "InfiniBand none (LID routing); a number forces that GID (and a GRH)"},
+      {"RINGD_CYCLE_TIME_MS", "1",
+       "fusion engine: while tensors wait, a negotiation cycle starts at most this often (ms); "
+       "the first submission after an idle spell starts one at once"},
+      {"RINGD_FUSION_THRESHOLD_BYTES", "64M",
+       "fusion engine: ready tensors of one dtype/op are fused into buffers of up to this size; "
+       "0 = every tensor on its own"},
+      {"RINGD_CACHE_CAPACITY", "1024",
+       "fusion engine: response-cache entries (tensors negotiated by one byte per cycle instead "
+       "of a request to rank 0); 0 = no cache"},
+      {"RINGD_STALL_WARNING_S", "60",
+       "fusion engine: rank 0 warns (naming tensors and the ranks they wait on) when a tensor "
+       "waits longer than this; 0 = off"},
+      {"RINGD_STALL_SHUTDOWN_S", "0",
+       "fusion engine: a tensor stalled this long fails on every rank and the engines stop; 0 = "
+       "never"},
+      {"RINGD_TIMELINE", "(unset)",
+       "fusion engine: write a Chrome-trace JSON timeline to this file (rank 0; a %r in the path "
+       "is replaced by the rank and then every rank writes one)"},
+      {"RINGD_COMPRESSION", "none",
+       "fusion engine: float32 allreduces travel as none, fp16 or bf16 (each combine in f32)"},
+      {"RINGD_FUSION_THREADS", "0",
+       "fusion engine: threads copying tensors in and out of the fusion buffer; 0 = min(4, cores)"},
   };
   return table;
 }

@@ -23,6 +23,15 @@ struct Tunables {
   std::string ib_device;   // RINGD_IB_DEVICE: RDMA device for ibverbs (empty = first active)
   int ib_port = 1;         // RINGD_IB_PORT
   int ib_gid_index = -1;   // RINGD_IB_GID_INDEX (-1 = auto)
+  // The fusion engine (include/ringd/engine.h); EngineOptions override these.
+  double cycle_time_ms = 1.0;                // RINGD_CYCLE_TIME_MS
+  size_t fusion_threshold_bytes = 64 << 20;  // RINGD_FUSION_THRESHOLD_BYTES (0 = no fusion)
+  size_t cache_capacity = 1024;              // RINGD_CACHE_CAPACITY (0 = no response cache)
+  double stall_warning_s = 60;               // RINGD_STALL_WARNING_S (0 = no inspector)
+  double stall_shutdown_s = 0;               // RINGD_STALL_SHUTDOWN_S (0 = never)
+  std::string timeline;                      // RINGD_TIMELINE: Chrome-trace JSON file
+  std::string compression = "none";          // RINGD_COMPRESSION: none, fp16 or bf16
+  int fusion_threads = 0;                    // RINGD_FUSION_THREADS (0 = min(4, cores))
 };
 
 struct TunableInfo {

@@ -1,0 +1,186 @@
+// The tensor-fusion engine: asynchronous, named collectives that every rank may submit in its own
+// order. One background thread per engine negotiates which tensors all ranks have submitted, fuses
+// the ready ones into one buffer per (dtype, op) up to a threshold, runs the collectives over the
+// Context and completes the handles. docs/architecture.md ("The fusion engine") has the picture.
+//
+//   Engine engine(ctx);                       // ctx now belongs to the engine's thread
+//   Handle a = engine.allreduce_async("layer3.weight", {w.data(), DataType::kFloat32, {64, 64}},
+//                                     ReduceOp::kAvg);
+//   Handle b = engine.allreduce_async("layer3.bias", {...}, ReduceOp::kAvg);
+//   a.wait(); b.wait();                        // results are in place in the caller's buffers
+//
+// Rules:
+//  * Every rank submits every name once per round, with the same parameters (kind, dtype, shape,
+//    op, root, compression, group); the order may differ. The execution order is the same on
+//    every rank. Ranks that disagree get kMismatch on that tensor's handle, on every rank, naming
+//    the ranks and both shapes; the engine stays usable.
+//  * A name may be submitted again once its handle is done; submitting it while it is in flight
+//    throws kInvalidArgument on that rank.
+//  * The tensor's memory must stay valid and untouched until its handle is done.
+//  * While an engine runs, nothing else may use its Context (one thread at a time).
+//  * Errors on the background thread (a peer lost, a timeout) fail every pending handle with that
+//    error and make later submissions throw it.
+//  * shutdown() (and the destructor) is collective in effect: it stops the engines of all ranks
+//    at the end of the cycle that carries it; their pending handles fail with kPeerLost.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringd/collectives.h"
+#include "ringd/transport.h"
+#include "ringd/types.h"
+
+namespace ringd {
+
+// A caller-owned buffer: shape.size() dimensions (none = a scalar) of dtype, densely packed.
+struct Tensor {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+
+  size_t count() const;  // product of the dimensions
+  size_t bytes() const { return count() * dtype_size(dtype); }
+};
+
+// On-the-wire compression of float32 allreduces: the fused buffer travels as 16-bit floats; every
+// combining step widens to f32, combines and rounds once (src/common/reduce.h). Other dtypes
+// ignore it.
+enum class Compression : uint8_t { kNone, kFp16, kBf16 };
+const char* compression_name(Compression compression);   // "none", "fp16", "bf16"
+Compression parse_compression(const std::string& text);  // throws kInvalidArgument
+
+// What the stall inspector found (rank 0 reports; see RINGD_STALL_WARNING_S).
+struct StalledTensor {
+  std::string name;
+  double waited_s = 0;
+  std::vector<int> submitted_by;  // ranks that have submitted it
+  std::vector<int> missing_on;    // ranks that have not
+};
+struct StallReport {
+  std::vector<StalledTensor> tensors;
+  bool shutting_down = false;  // RINGD_STALL_SHUTDOWN_S passed: every rank fails them now
+  std::string message;         // what the log line says
+};
+
+// Unset fields take the RINGD_* tunables (docs/tunables.md).
+struct EngineOptions {
+  std::optional<double> cycle_time_ms;           // RINGD_CYCLE_TIME_MS
+  std::optional<size_t> fusion_threshold_bytes;  // RINGD_FUSION_THRESHOLD_BYTES; 0 = no fusion
+  std::optional<size_t> cache_capacity;          // RINGD_CACHE_CAPACITY; 0 = no response cache
+  std::optional<double> stall_warning_s;         // RINGD_STALL_WARNING_S; 0 = no inspector
+  std::optional<double> stall_shutdown_s;        // RINGD_STALL_SHUTDOWN_S; 0 = never
+  std::optional<std::string> timeline_path;      // RINGD_TIMELINE; "" = no timeline
+  std::optional<Compression> compression;        // RINGD_COMPRESSION: default for allreduces
+  std::optional<int> copy_threads;               // RINGD_FUSION_THREADS
+  CollectiveOptions collective;                  // for the data collectives
+  // Called on rank 0's background thread with every stall report (also logged as a warning).
+  std::function<void(const StallReport&)> on_stall;
+  bool record_cycles = false;  // keep per-cycle timings (EngineStats::cycle_log), for benchmarks
+};
+
+// Counters since the engine started (identical on every rank where marked *).
+struct EngineStats {
+  uint64_t cycles = 0;              // * negotiation cycles run
+  uint64_t coordinator_rounds = 0;  // * cycles that needed the rank-0 request/response round
+  uint64_t cache_hits = 0;          // * tensors that ran from the response cache
+  uint64_t cache_misses = 0;        // * tensors that ran from a coordinator response
+  uint64_t tensors_done = 0;        // * handles completed successfully
+  uint64_t tensors_failed = 0;      // handles failed
+  uint64_t buckets = 0;             // * collectives run (a fused bucket counts once)
+  uint64_t fused_tensors = 0;       // * tensors that went through the fusion buffer
+  uint64_t bytes = 0;               // * payload bytes of completed tensors
+  double negotiation_s = 0;         // time in negotiation (including waiting for other ranks)
+  double execution_s = 0;           // time running collectives and copies
+  struct Cycle {
+    double negotiation_us;
+    double execution_us;
+  };
+  std::vector<Cycle> cycle_log;  // with EngineOptions::record_cycles
+};
+
+namespace detail {
+struct HandleState;
+}
+
+// A submitted tensor. Copyable; all copies refer to the same operation.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+
+  bool valid() const { return state_ != nullptr; }
+  const std::string& name() const;
+  bool done() const;
+  // Blocks until done; throws the ringd::Error the operation failed with.
+  void wait() const;
+  // Like wait(), but returns false if not done within `timeout`.
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  // allgather: the gathered tensor (rank 0's rows first) and its shape, valid after wait().
+  const std::vector<uint8_t>& output() const;
+  const std::vector<int64_t>& output_shape() const;
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+// Runs on the background thread when the operation completes; `error` is null on success. Must be
+// quick and must not call into the engine's wait paths for other tensors.
+using Callback = std::function<void(std::exception_ptr error)>;
+
+enum class CollectiveKind : uint8_t { kAllreduce, kBroadcast, kAllgather };
+
+// One member of a grouped submission (and the general form of the three calls below).
+struct Submission {
+  std::string name;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  Tensor tensor;
+  ReduceOp op = ReduceOp::kSum;            // allreduce
+  int root = 0;                            // broadcast
+  std::optional<Compression> compression;  // allreduce; unset = the engine's default
+  Callback callback;
+};
+
+class Engine {
+ public:
+  Engine(Context& ctx, const EngineOptions& options = {});
+  ~Engine();  // shutdown(), never throws
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // In place: afterwards `tensor` holds op over every rank's tensor.
+  Handle allreduce_async(std::string name, const Tensor& tensor, ReduceOp op,
+                         Callback callback = nullptr);
+  // In place: afterwards `tensor` holds root's tensor on every rank.
+  Handle broadcast_async(std::string name, const Tensor& tensor, int root,
+                         Callback callback = nullptr);
+  // Every rank's tensor, concatenated along the first dimension (which may differ per rank) into
+  // Handle::output().
+  Handle allgather_async(std::string name, const Tensor& tensor, Callback callback = nullptr);
+  Handle submit(Submission submission);
+  // The members run only when all of them are ready on every rank, fused where their kinds allow.
+  // `group` names the group identically on every rank; all members are submitted atomically.
+  std::vector<Handle> submit_group(const std::string& group, std::vector<Submission> members);
+
+  // Stops this engine and, at the end of the cycle that carries the request, every rank's engine.
+  // Blocks until the background thread has ended. Idempotent.
+  void shutdown();
+
+  EngineStats stats() const;
+  int rank() const;
+  int size() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringd

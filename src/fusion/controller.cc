@@ -1,0 +1,254 @@
+#include "fusion/controller.h"
+
+#include <algorithm>
+
+#include "fusion/message_exchange.h"
+#include "ringd/error.h"
+
+namespace ringd::fusion {
+namespace {
+
+constexpr size_t kFlagRequests = 0;  // 0 = some rank has requests for the coordinator
+constexpr size_t kFlagShutdown = 1;  // 0 = some rank is shutting down
+constexpr size_t kFlagSlots = 2;     // then one byte per cache slot
+constexpr uint8_t kSlotEvict = 0;
+constexpr uint8_t kSlotAbsent = 1;
+constexpr uint8_t kSlotReady = 2;
+
+}  // namespace
+
+Controller::Controller(Context& ctx, size_t cache_capacity, CollectiveOptions flag_options,
+                       std::unique_ptr<StallInspector> stall)
+    : ctx_(ctx), cache_(cache_capacity), flag_options_(flag_options), stall_(std::move(stall)) {
+  if (ctx.rank() == 0) coordinator_.emplace(ctx.size());
+}
+
+CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
+                                   Clock::time_point now) {
+  ++cycle_;
+  CycleOutcome outcome;
+  sort_new_tensors(pending, now);
+  std::string stall_reason;
+  if (coordinator_ && stall_) stall_reason = stall_->inspect(*coordinator_, now);
+
+  std::vector<uint8_t> flags = flag_vector(pending, shutting_down, !stall_reason.empty());
+  allreduce(ctx_, flags.data(), flags.data(), flags.size(), DataType::kUInt8, ReduceOp::kMin,
+            flag_options_);
+
+  // Slots some rank invalidated leave every cache; tensors here that hoped to run from them go
+  // to the coordinator in this cycle's round (the invalidating rank forces one).
+  for (size_t slot = 0; slot + kFlagSlots < flags.size(); ++slot) {
+    if (flags[kFlagSlots + slot] != kSlotEvict) continue;
+    for (auto& [name, tensor] : pending) {
+      if (tensor.state == PendingTensor::State::kHit && tensor.slot == static_cast<int>(slot)) {
+        tensor.state = PendingTensor::State::kUncached;
+        tensor.slot = -1;
+      }
+    }
+    cache_.erase(static_cast<int>(slot));
+  }
+  take_cached_hits(flags, pending, outcome);
+
+  if (flags[kFlagRequests] == 0) {
+    outcome.coordinator_round = true;
+    apply_responses(coordinator_round(pending, stall_reason, now), pending, outcome);
+  }
+  if (flags[kFlagShutdown] == 0 && !outcome.shutdown) {
+    outcome.shutdown = true;
+    outcome.shutdown_reason =
+        "the engine was shut down (Engine::shutdown or its destructor ran "
+        "on at least one rank)";
+  }
+  release_groups(outcome);
+  return outcome;
+}
+
+void Controller::sort_new_tensors(PendingTable& pending, Clock::time_point now) {
+  invalid_slots_.clear();
+  for (auto& [name, tensor] : pending) {
+    if (tensor.state == PendingTensor::State::kNew) {
+      int slot = -1;
+      switch (cache_.lookup(name, tensor.params, ctx_.rank(), &slot)) {
+        case ResponseCache::Lookup::kHit:
+          tensor.state = PendingTensor::State::kHit;
+          tensor.slot = slot;
+          break;
+        case ResponseCache::Lookup::kInvalid:
+          invalid_slots_.push_back(slot);
+          tensor.state = PendingTensor::State::kUncached;
+          break;
+        case ResponseCache::Lookup::kMiss: tensor.state = PendingTensor::State::kUncached; break;
+      }
+    } else if (tensor.state == PendingTensor::State::kHit && !tensor.stall_requested && stall_ &&
+               stall_->hit_is_stale(tensor.submitted, now)) {
+      // So that rank 0's table shows which ranks lack it (stall_inspector.h).
+      invalid_slots_.push_back(tensor.slot);
+      tensor.state = PendingTensor::State::kUncached;
+      tensor.slot = -1;
+      tensor.stall_requested = true;
+    }
+  }
+}
+
+std::vector<uint8_t> Controller::flag_vector(const PendingTable& pending, bool shutting_down,
+                                             bool coordinator_needs_round) const {
+  std::vector<uint8_t> flags(kFlagSlots + cache_.slots(), kSlotAbsent);
+  bool requests = coordinator_needs_round;
+  for (const auto& [name, tensor] : pending) {
+    if (tensor.state == PendingTensor::State::kUncached) requests = true;
+    if (tensor.state == PendingTensor::State::kHit) flags[kFlagSlots + tensor.slot] = kSlotReady;
+  }
+  for (int slot : invalid_slots_) flags[kFlagSlots + slot] = kSlotEvict;
+  flags[kFlagRequests] = requests ? 0 : 1;
+  flags[kFlagShutdown] = shutting_down ? 0 : 1;
+  return flags;
+}
+
+void Controller::take_cached_hits(const std::vector<uint8_t>& flags, PendingTable& pending,
+                                  CycleOutcome& outcome) {
+  std::vector<const std::string*> by_slot(cache_.slots(), nullptr);
+  for (const auto& [name, tensor] : pending) {
+    if (tensor.state == PendingTensor::State::kHit) by_slot[tensor.slot] = &name;
+  }
+  for (size_t slot = 0; slot < by_slot.size(); ++slot) {
+    if (flags[kFlagSlots + slot] != kSlotReady) continue;
+    if (!by_slot[slot]) {
+      RINGD_THROW(kInternal, "rank " << ctx_.rank() << ": response cache slot " << slot
+                                     << " is ready on every rank but has no tensor here");
+    }
+    auto node = pending.extract(*by_slot[slot]);
+    outcome.ready.push_back(
+        ReadyTensor{std::move(node.mapped()), cache_.response(static_cast<int>(slot)), true});
+    cache_.touch(static_cast<int>(slot));
+  }
+}
+
+ResponseList Controller::coordinator_round(PendingTable& pending, const std::string& stall_reason,
+                                           Clock::time_point now) {
+  std::vector<PendingTensor*> uncached;
+  for (auto& [name, tensor] : pending) {
+    if (tensor.state == PendingTensor::State::kUncached) uncached.push_back(&tensor);
+  }
+  std::sort(uncached.begin(), uncached.end(),
+            [](const PendingTensor* a, const PendingTensor* b) { return a->seq < b->seq; });
+  std::vector<Request> requests;
+  for (PendingTensor* tensor : uncached) {
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - tensor->submitted);
+    requests.push_back(Request{tensor->name, tensor->params,
+                               static_cast<uint64_t>(std::max<int64_t>(0, waited.count()))});
+    tensor->state = PendingTensor::State::kSent;
+  }
+  const std::chrono::milliseconds timeout =
+      flag_options_.timeout.count() > 0 ? flag_options_.timeout : ctx_.timeout();
+  try {
+    const std::vector<std::string> lists =
+        gather_to_root(ctx_, encode_requests(ctx_.rank(), requests), timeout);
+    std::string answer;
+    if (coordinator_) {
+      for (int rank = 0; rank < ctx_.size(); ++rank) {
+        const std::vector<Request> from = rank == 0 ? requests : decode_requests(lists[rank], rank);
+        for (const Request& request : from) coordinator_->add(rank, request, now);
+      }
+      ResponseList list;
+      list.responses = coordinator_->take_ready();
+      list.shutdown = !stall_reason.empty();
+      list.shutdown_reason = stall_reason;
+      answer = encode_responses(list);
+    }
+    return decode_responses(broadcast_from_root(ctx_, answer, timeout), ctx_.size());
+  } catch (const Error& error) {
+    const std::string message = "rank " + std::to_string(ctx_.rank()) + ": negotiation cycle " +
+                                std::to_string(cycle_) +
+                                " (request/response round with rank 0) failed: " + error.what();
+    ctx_.abort(message);
+    throw Error(error.code(), message);
+  }
+}
+
+void Controller::apply_responses(const ResponseList& list, PendingTable& pending,
+                                 CycleOutcome& outcome) {
+  for (const Response& response : list.responses) {
+    const auto it = pending.find(response.name);
+    if (it == pending.end() || it->second.state != PendingTensor::State::kSent) {
+      RINGD_THROW(kInternal, "rank " << ctx_.rank() << ": rank 0 answered tensor '" << response.name
+                                     << "', which this rank has not requested");
+    }
+    auto node = pending.extract(it);
+    if (!response.ok()) {
+      outcome.failed.emplace_back(std::move(node.mapped()),
+                                  "rank " + std::to_string(ctx_.rank()) + ": " + response.error);
+      continue;
+    }
+    const std::string evicted = cache_.put(response);
+    if (!evicted.empty()) {
+      const auto e = pending.find(evicted);
+      if (e != pending.end() && e->second.state == PendingTensor::State::kHit) {
+        e->second.state = PendingTensor::State::kUncached;  // asks rank 0 next cycle
+        e->second.slot = -1;
+      }
+    }
+    outcome.ready.push_back(ReadyTensor{std::move(node.mapped()), response, false});
+  }
+  if (list.shutdown) {
+    outcome.shutdown = true;
+    outcome.stalled = true;
+    outcome.shutdown_reason = list.shutdown_reason;
+  }
+}
+
+std::vector<PendingTensor> Controller::take_waiting_group_members() {
+  std::vector<PendingTensor> members;
+  for (auto& [name, group] : groups_) {
+    for (ReadyTensor& tensor : group.ready) members.push_back(std::move(tensor.tensor));
+  }
+  groups_.clear();
+  return members;
+}
+
+// Grouped tensors run only with their whole group; once a member failed, the others fail too.
+void Controller::release_groups(CycleOutcome& outcome) {
+  std::vector<ReadyTensor> ready;
+  std::vector<std::string> touched;
+  const auto group_of = [&](const TensorParams& params) -> GroupState& {
+    if (std::find(touched.begin(), touched.end(), params.group) == touched.end()) {
+      touched.push_back(params.group);
+    }
+    GroupState& group = groups_[params.group];
+    group.size = params.group_size;
+    return group;
+  };
+  for (ReadyTensor& tensor : outcome.ready) {
+    if (tensor.tensor.params.group_size == 0) {
+      ready.push_back(std::move(tensor));
+    } else {
+      group_of(tensor.tensor.params).ready.push_back(std::move(tensor));
+    }
+  }
+  for (const auto& [tensor, error] : outcome.failed) {
+    if (tensor.params.group_size == 0) continue;
+    GroupState& group = group_of(tensor.params);
+    if (group.failed++ == 0) group.error = error;
+  }
+  for (const std::string& name : touched) {
+    GroupState& group = groups_[name];
+    if (group.failed == 0) {
+      if (group.ready.size() < group.size) continue;  // wait for the rest of the group
+      for (ReadyTensor& tensor : group.ready) ready.push_back(std::move(tensor));
+      groups_.erase(name);
+      continue;
+    }
+    for (ReadyTensor& tensor : group.ready) {
+      std::string message = "rank " + std::to_string(ctx_.rank()) + ": tensor '" +
+                            tensor.tensor.name + "' of group '" + name +
+                            "' cannot run because another member failed: " + group.error;
+      outcome.failed.emplace_back(std::move(tensor.tensor), std::move(message));
+      ++group.released;
+    }
+    group.ready.clear();
+    if (group.failed + group.released >= group.size) groups_.erase(name);
+  }
+  outcome.ready = std::move(ready);
+}
+
+}  // namespace ringd::fusion

@@ -1,0 +1,92 @@
+// Negotiation: which submitted tensors every rank has, in one order that all ranks share.
+//
+// One cycle, on every rank (the same cycles, in step):
+//
+//   1. sort new tensors: cached answer fits -> kHit (slot s);  name cached with other
+//      parameters -> invalidate slot s, kUncached;  unknown -> kUncached
+//   2. flag vector, one byte each, combined by ONE allreduce with op min:
+//        [0] 0 = I have requests for the coordinator     [1] 0 = I am shutting down
+//        [2+s]  2 = my tensor in slot s is ready   1 = not here   0 = evict slot s
+//      min over ranks: slot byte 2 -> ready on every rank; 0 -> every rank evicts it
+//   3. only if byte [0] came out 0 (a new, changed or stale tensor somewhere):
+//        every rank --RequestList (protobuf)--> rank 0 --ResponseList--> every rank
+//      rank 0 answers the tensors every rank has now requested (or a mismatch error)
+//   4. ready list = cached hits in slot order, then the coordinator's answers in its order;
+//      the answers enter every rank's cache in that order (so slots stay identical)
+//
+//   steady state (every tensor cached): step 2 only: one allreduce of 2 + slots bytes per cycle
+//
+// Grouped tensors wait (in `deferred_`, identical on every rank) until their whole group is ready.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusion/coordinator.h"
+#include "fusion/pending.h"
+#include "fusion/response_cache.h"
+#include "fusion/stall_inspector.h"
+#include "ringd/collectives.h"
+#include "ringd/transport.h"
+
+namespace ringd::fusion {
+
+struct CycleOutcome {
+  std::vector<ReadyTensor> ready;  // execution order, identical on every rank
+  // Tensors every rank fails (mismatch, or a failed group member), with the error text.
+  std::vector<std::pair<PendingTensor, std::string>> failed;
+  bool shutdown = false;  // every rank stops after this cycle
+  bool stalled = false;   // the shutdown is the stall inspector's (kTimeout, not kPeerLost)
+  std::string shutdown_reason;
+  bool coordinator_round = false;
+};
+
+class Controller {
+ public:
+  Controller(Context& ctx, size_t cache_capacity, CollectiveOptions flag_options,
+             std::unique_ptr<StallInspector> stall);
+
+  // Runs one cycle over the tensors in `pending` (which it updates: ready and failed tensors
+  // leave it). Every rank must call it the same number of times. Throws ringd::Error on
+  // transport failures (after aborting the Context).
+  CycleOutcome run_cycle(PendingTable& pending, bool shutting_down, Clock::time_point now);
+
+  const ResponseCache& cache() const { return cache_; }
+  // Group members that are ready everywhere but wait for the rest of their group (to fail them
+  // when the engine stops).
+  std::vector<PendingTensor> take_waiting_group_members();
+
+ private:
+  void sort_new_tensors(PendingTable& pending, Clock::time_point now);
+  std::vector<uint8_t> flag_vector(const PendingTable& pending, bool shutting_down,
+                                   bool coordinator_needs_round) const;
+  void take_cached_hits(const std::vector<uint8_t>& flags, PendingTable& pending,
+                        CycleOutcome& outcome);
+  ResponseList coordinator_round(PendingTable& pending, const std::string& stall_reason,
+                                 Clock::time_point now);
+  void apply_responses(const ResponseList& list, PendingTable& pending, CycleOutcome& outcome);
+  void release_groups(CycleOutcome& outcome);
+
+  Context& ctx_;
+  ResponseCache cache_;
+  CollectiveOptions flag_options_;
+  std::unique_ptr<StallInspector> stall_;
+  std::optional<Coordinator> coordinator_;  // rank 0 only
+  std::vector<int> invalid_slots_;          // this cycle's slots to evict (sort_new_tensors)
+  uint64_t cycle_ = 0;
+
+  struct GroupState {
+    uint32_t size = 0;
+    std::vector<ReadyTensor> ready;  // members ready everywhere, waiting for the rest
+    uint32_t failed = 0;             // members that failed themselves (mismatch)
+    uint32_t released = 0;           // members failed because another one did
+    std::string error;
+  };
+  std::map<std::string, GroupState> groups_;  // by group name, identical on every rank
+};
+
+}  // namespace ringd::fusion

@@ -1,0 +1,34 @@
+// EngineOptions with every unset field filled from the RINGD_* tunables, checked once when the
+// engine starts.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "ringd/engine.h"
+
+namespace ringd::fusion {
+
+struct EngineConfig {
+  std::chrono::microseconds cycle_time{1000};
+  size_t fusion_threshold_bytes = 0;
+  size_t cache_capacity = 0;
+  double stall_warning_s = 0;
+  double stall_shutdown_s = 0;
+  std::string timeline_path;  // "" = this rank writes no timeline
+  Compression compression = Compression::kNone;
+  int copy_threads = 1;
+  CollectiveOptions collective;
+  // An idle engine still joins a cycle this often, so ranks that wait for it never wait longer
+  // than this (well inside RINGD_TIMEOUT) and the stall inspector keeps seeing every rank.
+  std::chrono::milliseconds heartbeat{1000};
+  std::function<void(const StallReport&)> on_stall;
+  bool record_cycles = false;
+};
+
+// Throws ringd::Error(kInvalidArgument) naming the option for values out of range.
+EngineConfig resolve_engine_config(const EngineOptions& options, const Context& ctx);
+
+}  // namespace ringd::fusion

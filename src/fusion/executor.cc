@@ -1,0 +1,196 @@
+#include "fusion/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "ringd/collectives.h"
+#include "ringd/error.h"
+
+namespace ringd::fusion {
+namespace {
+
+const char* collective_phase(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllreduce: return "allreduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllgather: return "allgather";
+  }
+  return "collective";
+}
+
+std::string member_names(const Bucket& bucket, const std::vector<ReadyTensor>& ready) {
+  std::ostringstream os;
+  const size_t shown = std::min<size_t>(bucket.members.size(), 4);
+  for (size_t i = 0; i < shown; ++i) {
+    os << (i ? ", " : "") << "'" << ready[bucket.members[i]].tensor.name << "'";
+  }
+  if (shown < bucket.members.size()) os << " and " << bucket.members.size() - shown << " more";
+  return os.str();
+}
+
+}  // namespace
+
+Executor::Executor(Context& ctx, const EngineConfig& config, Timeline* timeline)
+    : ctx_(ctx), config_(config), timeline_(timeline), copier_(config.copy_threads) {}
+
+Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& complete,
+                               const BucketDone& bucket_done) {
+  Counts counts;
+  const std::vector<Bucket> buckets = plan_buckets(ready, config_.fusion_threshold_bytes);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const Bucket& bucket = buckets[b];
+    if (timeline_) {
+      const auto now = Timeline::Clock::now();
+      for (size_t i : bucket.members) {
+        timeline_->instant(ready[i].tensor.name, "fused", now,
+                           {{"bucket", static_cast<int64_t>(b)},
+                            {"tensors", static_cast<int64_t>(bucket.members.size())},
+                            {"bytes", static_cast<int64_t>(bucket.bytes)}});
+      }
+    }
+    try {
+      run_bucket(bucket, ready);
+    } catch (const Error& error) {
+      std::ostringstream os;
+      os << "rank " << ctx_.rank() << ": " << collective_phase(bucket.kind) << " of "
+         << bucket.members.size() << " fused tensor(s) (" << member_names(bucket, ready)
+         << ") failed: " << error.what();
+      throw Error(error.code(), os.str());
+    }
+    bucket_done(bucket.members.size(), bucket.bytes);
+    for (size_t i : bucket.members) complete(ready[i], nullptr);
+    counts.bytes += bucket.bytes;
+    ++counts.buckets;
+    if (bucket.members.size() > 1) counts.fused_tensors += bucket.members.size();
+  }
+  return counts;
+}
+
+void Executor::run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
+  switch (bucket.kind) {
+    case CollectiveKind::kAllreduce: run_allreduce(bucket, ready); return;
+    case CollectiveKind::kBroadcast: run_broadcast(bucket, ready); return;
+    case CollectiveKind::kAllgather: run_allgather(ready[bucket.members[0]]); return;
+  }
+}
+
+void Executor::mark(const Bucket& bucket, std::vector<ReadyTensor>& ready, const char* phase,
+                    Timeline::Clock::time_point start) {
+  if (!timeline_) return;
+  const auto end = Timeline::Clock::now();
+  for (size_t i : bucket.members) timeline_->span(ready[i].tensor.name, phase, start, end);
+}
+
+void Executor::copy(const Bucket& bucket, std::vector<ReadyTensor>& ready,
+                    std::vector<CopyPiece> pieces, CopyMode mode, Compression compression,
+                    const char* phase) {
+  const auto start = Timeline::Clock::now();
+  copier_.run(pieces, mode, compression);
+  mark(bucket, ready, phase, start);
+}
+
+void Executor::run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
+  const TensorParams& params = ready[bucket.members[0]].tensor.params;
+  const Compression compression =
+      params.dtype == DataType::kFloat32 ? params.compression : Compression::kNone;
+  if (bucket.members.size() == 1 && compression == Compression::kNone) {
+    Tensor& tensor = ready[bucket.members[0]].tensor.tensor;
+    const auto start = Timeline::Clock::now();
+    allreduce(ctx_, tensor.data, tensor.data, tensor.count(), params.dtype, params.op,
+              config_.collective);
+    mark(bucket, ready, "allreduce", start);
+    return;
+  }
+  const DataType wire = wire_dtype(params.dtype, compression);
+  const size_t wire_size = wire_element_size(params.dtype, compression);
+  size_t total = 0;
+  for (size_t i : bucket.members) total += ready[i].tensor.tensor.count();
+  uint8_t* buffer = static_cast<uint8_t*>(buffer_.reserve(total * wire_size));
+  const bool convert = compression != Compression::kNone;
+  std::vector<CopyPiece> in;
+  std::vector<CopyPiece> out;
+  size_t offset = 0;
+  for (size_t i : bucket.members) {
+    Tensor& tensor = ready[i].tensor.tensor;
+    const size_t count = convert ? tensor.count() : tensor.bytes();
+    in.push_back({tensor.data, buffer + offset * wire_size, count});
+    out.push_back({buffer + offset * wire_size, tensor.data, count});
+    offset += tensor.count();
+  }
+  copy(bucket, ready, std::move(in), convert ? CopyMode::kToCompressed : CopyMode::kPlain,
+       compression, "memcpy in");
+  const auto start = Timeline::Clock::now();
+  allreduce(ctx_, buffer, buffer, total, wire, params.op, config_.collective);
+  mark(bucket, ready, "allreduce", start);
+  copy(bucket, ready, std::move(out), convert ? CopyMode::kFromCompressed : CopyMode::kPlain,
+       compression, "memcpy out");
+}
+
+void Executor::run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
+  const int root = ready[bucket.members[0]].tensor.params.root;
+  if (bucket.members.size() == 1) {
+    Tensor& tensor = ready[bucket.members[0]].tensor.tensor;
+    const auto start = Timeline::Clock::now();
+    broadcast(ctx_, tensor.data, tensor.count(), tensor.dtype, root, config_.collective);
+    mark(bucket, ready, "broadcast", start);
+    return;
+  }
+  uint8_t* buffer = static_cast<uint8_t*>(buffer_.reserve(bucket.bytes));
+  std::vector<CopyPiece> in;
+  std::vector<CopyPiece> out;
+  size_t offset = 0;
+  for (size_t i : bucket.members) {
+    Tensor& tensor = ready[i].tensor.tensor;
+    in.push_back({tensor.data, buffer + offset, tensor.bytes()});
+    out.push_back({buffer + offset, tensor.data, tensor.bytes()});
+    offset += tensor.bytes();
+  }
+  const bool is_root = ctx_.rank() == root;
+  if (is_root)
+    copy(bucket, ready, std::move(in), CopyMode::kPlain, Compression::kNone, "memcpy in");
+  const auto start = Timeline::Clock::now();
+  broadcast(ctx_, buffer, bucket.bytes, DataType::kUInt8, root, config_.collective);
+  mark(bucket, ready, "broadcast", start);
+  if (!is_root) {
+    copy(bucket, ready, std::move(out), CopyMode::kPlain, Compression::kNone, "memcpy out");
+  }
+}
+
+// Ranks may contribute different first dimensions: each contribution is padded to the largest,
+// gathered, and the padding squeezed out (rank 0's rows first).
+void Executor::run_allgather(ReadyTensor& ready) {
+  const Tensor& tensor = ready.tensor.tensor;
+  const std::vector<int64_t>& rows = ready.response.first_dims;
+  const size_t row_elements =
+      element_count(std::vector<int64_t>(tensor.shape.begin() + 1, tensor.shape.end()));
+  const size_t element = dtype_size(tensor.dtype);
+  detail::HandleState& state = *ready.tensor.handle;
+  int64_t total_rows = 0;
+  for (int64_t r : rows) total_rows += r;
+  const int64_t max_rows = *std::max_element(rows.begin(), rows.end());
+  state.output_shape = tensor.shape;
+  state.output_shape[0] = total_rows;
+  state.output.resize(static_cast<size_t>(total_rows) * row_elements * element);
+
+  const auto start = Timeline::Clock::now();
+  if (std::all_of(rows.begin(), rows.end(), [&](int64_t r) { return r == rows[0]; })) {
+    allgather(ctx_, tensor.data, state.output.data(), tensor.count(), tensor.dtype,
+              config_.collective);
+  } else {
+    const size_t padded = static_cast<size_t>(max_rows) * row_elements;
+    uint8_t* buffer = static_cast<uint8_t*>(buffer_.reserve(padded * element * ctx_.size()));
+    uint8_t* mine = buffer + static_cast<size_t>(ctx_.rank()) * padded * element;
+    if (tensor.bytes() > 0) std::memcpy(mine, tensor.data, tensor.bytes());
+    allgather(ctx_, mine, buffer, padded, tensor.dtype, config_.collective);
+    uint8_t* out = state.output.data();
+    for (int r = 0; r < ctx_.size(); ++r) {
+      const size_t bytes = static_cast<size_t>(rows[r]) * row_elements * element;
+      if (bytes > 0) std::memcpy(out, buffer + static_cast<size_t>(r) * padded * element, bytes);
+      out += bytes;
+    }
+  }
+  if (timeline_) timeline_->span(ready.tensor.name, "allgather", start, Timeline::Clock::now());
+}
+
+}  // namespace ringd::fusion

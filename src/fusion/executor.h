@@ -1,0 +1,59 @@
+// Runs one cycle's ready tensors: the buckets of fusion_plan.h one after the other, each as
+//
+//   memcpy in (parallel, maybe f32 -> fp16/bf16)  ->  ONE collective on the fusion buffer
+//   ->  memcpy out (parallel)  ->  complete the members' handles
+//
+// A bucket of one tensor without compression skips both copies and runs on the caller's buffer.
+// Every rank runs the same buckets in the same order (the ready list is identical everywhere).
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <vector>
+
+#include "fusion/engine_config.h"
+#include "fusion/fusion_buffer.h"
+#include "fusion/fusion_plan.h"
+#include "fusion/pending.h"
+#include "fusion/timeline.h"
+#include "ringd/transport.h"
+
+namespace ringd::fusion {
+
+class Executor {
+ public:
+  // Called once per tensor (error null = success). It must reset the tensor's handle.
+  using Complete = std::function<void(ReadyTensor&, std::exception_ptr)>;
+  // Called after a bucket's collective, before its members complete: (members, payload bytes).
+  using BucketDone = std::function<void(size_t, size_t)>;
+  struct Counts {
+    size_t buckets = 0;
+    size_t fused_tensors = 0;  // members of buckets of two or more
+    size_t bytes = 0;
+  };
+
+  Executor(Context& ctx, const EngineConfig& config, Timeline* timeline);
+
+  // Throws the first collective error (the Context is aborted by then); tensors not completed
+  // yet still hold their handle.
+  Counts run(std::vector<ReadyTensor>& ready, const Complete& complete,
+             const BucketDone& bucket_done);
+
+ private:
+  void run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  void run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  void run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  void run_allgather(ReadyTensor& tensor);
+  void copy(const Bucket& bucket, std::vector<ReadyTensor>& ready, std::vector<CopyPiece> pieces,
+            CopyMode mode, Compression compression, const char* phase);
+  void mark(const Bucket& bucket, std::vector<ReadyTensor>& ready, const char* phase,
+            Timeline::Clock::time_point start);
+
+  Context& ctx_;
+  const EngineConfig& config_;
+  Timeline* timeline_;
+  FusionBuffer buffer_;
+  ParallelCopier copier_;
+};
+
+}  // namespace ringd::fusion

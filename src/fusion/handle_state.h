@@ -1,0 +1,34 @@
+// The shared state behind a Handle: a one-shot completion with an error slot, the allgather
+// output, and the caller's callback. Completed once, by the engine's background thread.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ringd/engine.h"
+
+namespace ringd::detail {
+
+struct HandleState {
+  HandleState(std::string tensor_name, Callback done_callback)
+      : name(std::move(tensor_name)), callback(std::move(done_callback)) {}
+
+  // Marks the operation done (error = null: success), wakes waiters, then runs the callback on
+  // the calling thread. A callback that throws is logged, never propagated.
+  void finish(std::exception_ptr error);
+
+  const std::string name;
+  std::vector<uint8_t> output;  // allgather; written before finish()
+  std::vector<int64_t> output_shape;
+
+  mutable std::mutex mutex;
+  mutable std::condition_variable finished;
+  bool done = false;
+  std::exception_ptr error;
+  Callback callback;
+};
+
+}  // namespace ringd::detail
