@@ -72,15 +72,16 @@ struct StallReport {
 
 // Unset fields take the RINGD_* tunables (docs/tunables.md).
 struct EngineOptions {
-  std::optional<double> cycle_time_ms;           // RINGD_CYCLE_TIME_MS
-  std::optional<size_t> fusion_threshold_bytes;  // RINGD_FUSION_THRESHOLD_BYTES; 0 = no fusion
-  std::optional<size_t> cache_capacity;          // RINGD_CACHE_CAPACITY; 0 = no response cache
-  std::optional<double> stall_warning_s;         // RINGD_STALL_WARNING_S; 0 = no inspector
-  std::optional<double> stall_shutdown_s;        // RINGD_STALL_SHUTDOWN_S; 0 = never
-  std::optional<std::string> timeline_path;      // RINGD_TIMELINE; "" = no timeline
-  std::optional<Compression> compression;        // RINGD_COMPRESSION: default for allreduces
-  std::optional<int> copy_threads;               // RINGD_FUSION_THREADS
-  CollectiveOptions collective;                  // for the data collectives
+  std::optional<double> cycle_time_ms;            // RINGD_CYCLE_TIME_MS
+  std::optional<size_t> fusion_threshold_bytes;   // RINGD_FUSION_THRESHOLD_BYTES; 0 = no fusion
+  std::optional<size_t> fusion_max_tensor_bytes;  // RINGD_FUSION_MAX_TENSOR_BYTES; 0 = any
+  std::optional<size_t> cache_capacity;           // RINGD_CACHE_CAPACITY; 0 = no response cache
+  std::optional<double> stall_warning_s;          // RINGD_STALL_WARNING_S; 0 = no inspector
+  std::optional<double> stall_shutdown_s;         // RINGD_STALL_SHUTDOWN_S; 0 = never
+  std::optional<std::string> timeline_path;       // RINGD_TIMELINE; "" = no timeline
+  std::optional<Compression> compression;         // RINGD_COMPRESSION: default for allreduces
+  std::optional<int> copy_threads;                // RINGD_FUSION_THREADS
+  CollectiveOptions collective;                   // for the data collectives
   // Called on rank 0's background thread with every stall report (also logged as a warning).
   std::function<void(const StallReport&)> on_stall;
   bool record_cycles = false;  // keep per-cycle timings (EngineStats::cycle_log), for benchmarks

@@ -64,6 +64,9 @@ void load_fusion(Tunables& t) {
   if (const char* v = env("RINGD_FUSION_THRESHOLD_BYTES")) {
     t.fusion_threshold_bytes = parse_bytes("RINGD_FUSION_THRESHOLD_BYTES", v);
   }
+  if (const char* v = env("RINGD_FUSION_MAX_TENSOR_BYTES")) {
+    t.fusion_max_tensor_bytes = parse_bytes("RINGD_FUSION_MAX_TENSOR_BYTES", v);
+  }
   if (const char* v = env("RINGD_CACHE_CAPACITY")) {
     t.cache_capacity = parse_small_int("RINGD_CACHE_CAPACITY", v, 0, 1 << 20);
   }
@@ -177,6 +180,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_FUSION_THRESHOLD_BYTES", "64M",
        "fusion engine: ready tensors of one dtype/op are fused into buffers of up to this size; "
        "0 = every tensor on its own"},
+      {"RINGD_FUSION_MAX_TENSOR_BYTES", "1M",
+       "fusion engine: larger tensors are not fused but run alone, in place (copying them would "
+       "cost more than the latency fusion saves); 0 = fuse any size"},
       {"RINGD_CACHE_CAPACITY", "1024",
        "fusion engine: response-cache entries (tensors negotiated by one byte per cycle instead "
        "of a request to rank 0); 0 = no cache"},

@@ -26,6 +26,7 @@ struct Tunables {
   // The fusion engine (include/ringd/engine.h); EngineOptions override these.
   double cycle_time_ms = 1.0;                // RINGD_CYCLE_TIME_MS
   size_t fusion_threshold_bytes = 64 << 20;  // RINGD_FUSION_THRESHOLD_BYTES (0 = no fusion)
+  size_t fusion_max_tensor_bytes = 1 << 20;  // RINGD_FUSION_MAX_TENSOR_BYTES (0 = any size)
   size_t cache_capacity = 1024;              // RINGD_CACHE_CAPACITY (0 = no response cache)
   double stall_warning_s = 60;               // RINGD_STALL_WARNING_S (0 = no inspector)
   double stall_shutdown_s = 0;               // RINGD_STALL_SHUTDOWN_S (0 = never)

@@ -29,6 +29,8 @@ EngineConfig resolve_engine_config(const EngineOptions& options, const Context& 
                           << " ms is outside 0..10000");
   config.cycle_time = std::chrono::microseconds(static_cast<int64_t>(cycle_ms * 1000.0));
   config.fusion_threshold_bytes = options.fusion_threshold_bytes.value_or(t.fusion_threshold_bytes);
+  config.fusion_max_tensor_bytes =
+      options.fusion_max_tensor_bytes.value_or(t.fusion_max_tensor_bytes);
   config.cache_capacity = options.cache_capacity.value_or(t.cache_capacity);
   RINGD_CHECK_ARG(config.cache_capacity <= (size_t{1} << 20),
                   "rank " << ctx.rank() << ": response cache capacity " << config.cache_capacity

@@ -14,6 +14,7 @@ namespace ringd::fusion {
 struct EngineConfig {
   std::chrono::microseconds cycle_time{1000};
   size_t fusion_threshold_bytes = 0;
+  size_t fusion_max_tensor_bytes = 0;  // 0 = fuse tensors of any size
   size_t cache_capacity = 0;
   double stall_warning_s = 0;
   double stall_shutdown_s = 0;

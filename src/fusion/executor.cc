@@ -37,7 +37,8 @@ Executor::Executor(Context& ctx, const EngineConfig& config, Timeline* timeline)
 Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& complete,
                                const BucketDone& bucket_done) {
   Counts counts;
-  const std::vector<Bucket> buckets = plan_buckets(ready, config_.fusion_threshold_bytes);
+  const std::vector<Bucket> buckets =
+      plan_buckets(ready, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes);
   for (size_t b = 0; b < buckets.size(); ++b) {
     const Bucket& bucket = buckets[b];
     if (timeline_) {

@@ -7,7 +7,10 @@
 //               of that key would overflow the threshold; then a new one opens
 //
 // Allreduces fuse by (dtype, op, compression); broadcasts by root (as bytes); allgathers run
-// alone. A tensor larger than the threshold, or a threshold of 0, makes a bucket of one.
+// alone. A tensor larger than the threshold, or a threshold of 0, makes a bucket of one. So does a
+// tensor larger than `max_tensor_bytes` (when not 0): fusion saves a collective's latency, which
+// for a large tensor is less than what copying it into the buffer and back costs; alone, it runs
+// in place on the caller's memory.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +26,7 @@ struct Bucket {
   size_t bytes = 0;             // payload bytes of the members (before any compression)
 };
 
-std::vector<Bucket> plan_buckets(const std::vector<ReadyTensor>& ready, size_t threshold_bytes);
+std::vector<Bucket> plan_buckets(const std::vector<ReadyTensor>& ready, size_t threshold_bytes,
+                                 size_t max_tensor_bytes);
 
 }  // namespace ringd::fusion

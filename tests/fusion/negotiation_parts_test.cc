@@ -183,11 +183,19 @@ TEST(FusionPlan, BucketsByKeyUpToTheThreshold) {
   ready.push_back(ready_tensor("f", bcast));
   ready.push_back(ready_tensor("g", gather));
   ready.push_back(ready_tensor("h", gather));
-  const std::vector<Bucket> buckets = plan_buckets(ready, 1000);
-  std::vector<std::vector<size_t>> members;
-  for (const Bucket& bucket : buckets) members.push_back(bucket.members);
-  EXPECT_EQ(members, (std::vector<std::vector<size_t>>{{0, 2}, {1}, {3}, {4, 5}, {6}, {7}}));
-  EXPECT_EQ(plan_buckets(ready, 0).size(), ready.size());
+  const auto members_of = [&](size_t threshold, size_t max_tensor) {
+    std::vector<std::vector<size_t>> members;
+    for (const Bucket& bucket : plan_buckets(ready, threshold, max_tensor)) {
+      members.push_back(bucket.members);
+    }
+    return members;
+  };
+  EXPECT_EQ(members_of(1000, 0),
+            (std::vector<std::vector<size_t>>{{0, 2}, {1}, {3}, {4, 5}, {6}, {7}}));
+  EXPECT_EQ(members_of(0, 0).size(), ready.size());
+  // Tensors above 100 bytes run alone: only the two 40-byte broadcasts still fuse.
+  EXPECT_EQ(members_of(1000, 100),
+            (std::vector<std::vector<size_t>>{{0}, {1}, {2}, {3}, {4, 5}, {6}, {7}}));
 }
 
 }  // namespace
