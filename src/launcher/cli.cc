@@ -7,6 +7,7 @@
 
 #include "common/tunables.h"
 #include "launcher/bench_command.h"
+#include "launcher/replay_command.h"
 #include "launcher/version.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
@@ -283,6 +284,7 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
 }
 
 int run_command_line(int argc, const char* const* argv) {
+  if (is_replay_command(argc, argv)) return run_replay_command_line(argc, argv);
   CommandLine command;
   int exit_code = 0;
   if (!parse_command_line(argc, argv, &command, &exit_code)) return exit_code;

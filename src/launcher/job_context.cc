@@ -1,0 +1,99 @@
+#include "launcher/job_context.h"
+
+#include <cstdlib>
+
+#include "common/logging.h"
+#include "common/tunables.h"
+#include "ringd/config.h"
+#include "ringd/error.h"
+#include "ringd/ibverbs.h"
+#if RINGD_HAVE_MPI
+#include <mpi.h>
+
+#include "ringd/mpi.h"
+#endif
+
+namespace ringd::launcher {
+namespace {
+
+#if RINGD_HAVE_MPI
+void finalize_mpi_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// MPI calls from the engine's background thread while the main thread makes none: SERIALIZED.
+void init_mpi_serialized(int rank) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (initialized) {
+    MPI_Query_thread(&provided);
+  } else {
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    std::atexit(finalize_mpi_at_exit);
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    RINGD_THROW(kUnavailable, "rank " << rank
+                                      << ": this MPI library does not allow calls from a second "
+                                         "thread (MPI_THREAD_SERIALIZED), which the fusion "
+                                         "engine needs; use --transport tcp");
+  }
+}
+#endif
+
+}  // namespace
+
+JobContext connect_job(const Topology& topology, const JobConnectOptions& options) {
+  set_log_rank(topology.rank);
+  const std::chrono::milliseconds timeout =
+      options.timeout.count() > 0 ? options.timeout : tunables().timeout;
+  const std::string& secret = tunables().job_secret;
+  JobContext job;
+#if RINGD_HAVE_MPI
+  if (options.mpi_from_other_thread && (topology.under_mpirun || topology.transport == "mpi")) {
+    init_mpi_serialized(topology.rank);
+  }
+#endif
+  if (topology.transport == "mpi") {
+#if RINGD_HAVE_MPI
+    mpi_ensure_initialized();
+    job.ctx = mpi_connect(MPI_COMM_WORLD, timeout);
+#endif
+  } else {
+    if (!topology.rendezvous_host.empty()) {
+      if (topology.rank == 0) {
+        job.server = std::make_unique<TcpStoreServer>(topology.rendezvous_host,
+                                                      topology.rendezvous_port, secret);
+      }
+      job.store = std::make_unique<TcpStore>(topology.rendezvous_host, topology.rendezvous_port,
+                                             secret, timeout);
+    } else if (topology.size == 1) {
+      job.store = std::make_unique<MemoryStore>();
+    } else {
+#if RINGD_HAVE_MPI
+      mpi_ensure_initialized();
+      job.store = mpi_bootstrap_store(MPI_COMM_WORLD, secret);
+#endif
+    }
+    RINGD_CHECK_ARG(job.store != nullptr, "rank " << topology.rank << ": no way to find the peers");
+    if (topology.transport == "ibverbs") {
+      IbverbsOptions ib;
+      ib.timeout = timeout;
+      job.ctx = ibverbs_connect(*job.store, topology.rank, topology.size, ib);
+    } else {
+      TcpOptions tcp;
+      tcp.interface = options.interface;
+      tcp.port = static_cast<uint16_t>(options.tcp_port);
+      tcp.secret = secret;
+      tcp.timeout = timeout;
+      job.ctx = tcp_connect(*job.store, topology.rank, topology.size, tcp);
+    }
+  }
+  RINGD_CHECK_ARG(job.ctx != nullptr, "transport " << topology.transport << " is not built in");
+  job.ctx->set_timeout(timeout);
+  return job;
+}
+
+}  // namespace ringd::launcher

@@ -1,0 +1,36 @@
+// The Context of a multi-process job (tcp, mpi or ibverbs), from its Topology: how the ranks find
+// each other (mpirun's MPI, --rendezvous on rank 0, or alone) and the connection itself. What
+// `ringd bench replay` uses; the same steps as `ringd bench`'s own (bench_command.cc).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "launcher/topology.h"
+#include "ringd/store.h"
+#include "ringd/tcp.h"
+#include "ringd/transport.h"
+
+namespace ringd::launcher {
+
+struct JobConnectOptions {
+  std::chrono::milliseconds timeout{0};  // 0 = RINGD_TIMEOUT
+  std::string interface;                 // tcp: listen on / advertise this interface
+  int tcp_port = 0;                      // tcp: this rank's listening port (0 = any)
+  // The context will be used from a thread other than main (the fusion engine's): MPI is then
+  // initialised with MPI_THREAD_SERIALIZED (kUnavailable if the library cannot give that).
+  bool mpi_from_other_thread = false;
+};
+
+struct JobContext {
+  std::unique_ptr<TcpStoreServer> server;  // rank 0 of a standalone tcp job
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Context> ctx;
+};
+
+// Not for inproc (threads of this process: see InprocHub). Throws ringd::Error naming the rank
+// and what is missing.
+JobContext connect_job(const Topology& topology, const JobConnectOptions& options);
+
+}  // namespace ringd::launcher

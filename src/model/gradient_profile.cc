@@ -1,0 +1,81 @@
+#include "model/gradient_profile.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "model/embedded_profiles.h"
+#include "ringd/error.h"
+
+namespace ringd::model {
+
+size_t GradientProfile::total_elements() const {
+  size_t total = 0;
+  for (const GradientTensor& tensor : tensors) total += tensor.elements;
+  return total;
+}
+
+std::vector<std::string> builtin_profile_names() {
+  std::vector<std::string> names;
+  for (const EmbeddedProfile& profile : embedded_profiles()) names.push_back(profile.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+GradientProfile parse_gradient_profile(const std::string& name, const std::string& text,
+                                       const std::string& source) {
+  GradientProfile profile;
+  profile.name = name;
+  std::set<std::string> seen;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    const size_t tab = line.find('\t');
+    const std::string count_text = tab == std::string::npos ? "" : line.substr(tab + 1);
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long count = std::strtoull(count_text.c_str(), &end, 10);
+    if (tab == 0 || tab == std::string::npos || count_text.empty() || *end != '\0' ||
+        errno == ERANGE || count_text[0] == '-') {
+      RINGD_THROW(kInvalidArgument, source << ":" << number << ": expected 'name<TAB>element "
+                                           << "count', got '" << line << "'");
+    }
+    GradientTensor tensor{line.substr(0, tab), static_cast<size_t>(count)};
+    RINGD_CHECK_ARG(seen.insert(tensor.name).second,
+                    source << ":" << number << ": tensor '" << tensor.name << "' appears twice");
+    profile.tensors.push_back(std::move(tensor));
+  }
+  RINGD_CHECK_ARG(!profile.tensors.empty(), source << " lists no tensors");
+  return profile;
+}
+
+GradientProfile load_gradient_profile(const std::string& name_or_path) {
+  const bool is_file =
+      name_or_path.size() > 4 && name_or_path.compare(name_or_path.size() - 4, 4, ".tsv") == 0;
+  if (is_file) {
+    std::ifstream in(name_or_path);
+    RINGD_CHECK_ARG(in.good(), "cannot read the gradient profile " << name_or_path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string name = name_or_path.substr(name_or_path.find_last_of('/') + 1);
+    name.resize(name.size() - 4);
+    return parse_gradient_profile(name, text.str(), name_or_path);
+  }
+  for (const EmbeddedProfile& profile : embedded_profiles()) {
+    if (name_or_path == profile.name) {
+      return parse_gradient_profile(profile.name, profile.tsv, profile.name + std::string(".tsv"));
+    }
+  }
+  std::ostringstream names;
+  for (const std::string& name : builtin_profile_names()) names << " " << name;
+  RINGD_THROW(kInvalidArgument, "unknown gradient profile '" << name_or_path
+                                                             << "'; built in:" << names.str()
+                                                             << " (or a path to a .tsv file)");
+}
+
+}  // namespace ringd::model

@@ -1,0 +1,128 @@
+// `ringd bench replay`'s parts: the built-in gradient profiles, the backward schedule, the flags,
+// and a small replay through the engine on inproc ranks with every result checked.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "launcher/replay_command.h"
+#include "launcher/replay_runner.h"
+#include "model/gradient_profile.h"
+#include "model/replay_schedule.h"
+#include "ringd/error.h"
+#include "testing/ranks.h"
+
+namespace ringd {
+namespace {
+
+TEST(GradientProfiles, BuiltInProfilesMatchTheirNetworks) {
+  EXPECT_EQ(model::builtin_profile_names(),
+            (std::vector<std::string>{"bert_base", "inception_v3", "resnet50", "vgg16"}));
+  const model::GradientProfile resnet = model::load_gradient_profile("resnet50");
+  EXPECT_EQ(resnet.tensors.size(), 161u);
+  EXPECT_EQ(resnet.total_elements(), 25557032u);
+  EXPECT_EQ(resnet.tensors.front().name, "conv1.weight");
+  EXPECT_EQ(model::load_gradient_profile("bert_base").tensors.size(), 199u);
+  EXPECT_EQ(model::load_gradient_profile("vgg16").total_elements(), 138357544u);
+  EXPECT_EQ(model::load_gradient_profile("inception_v3").tensors.size(), 292u);
+  try {
+    model::load_gradient_profile("alexnet");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("resnet50"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(model::parse_gradient_profile("x", "a\t1\nb 2\n", "x.tsv"), Error);
+  EXPECT_THROW(model::parse_gradient_profile("x", "a\t1\na\t2\n", "x.tsv"), Error);
+}
+
+TEST(ReplaySchedule, ReverseOrderSpreadOverTheCompute) {
+  const model::GradientProfile profile =
+      model::parse_gradient_profile("p", "# comment\na\t100\nb\t300\n\nc\t600\n", "p.tsv");
+  const auto uniform = model::backward_schedule(profile, std::chrono::microseconds(3000),
+                                                model::ComputeSpread::kUniform);
+  ASSERT_EQ(uniform.size(), 3u);
+  EXPECT_EQ(uniform[0].tensor, 2u);  // "c", registered last, is ready first
+  EXPECT_EQ(uniform[0].at.count(), 1000);
+  EXPECT_EQ(uniform[1].at.count(), 2000);
+  EXPECT_EQ(uniform[2].tensor, 0u);
+  EXPECT_EQ(uniform[2].at.count(), 3000);
+  const auto by_size = model::backward_schedule(profile, std::chrono::microseconds(1000),
+                                                model::ComputeSpread::kBySize);
+  EXPECT_EQ(by_size[0].at.count(), 600);
+  EXPECT_EQ(by_size[1].at.count(), 900);
+  EXPECT_EQ(by_size[2].at.count(), 1000);
+}
+
+bool parse(std::vector<const char*> args, launcher::ReplayConfig* config, int* code) {
+  args.insert(args.begin(), {"ringd", "bench", "replay"});
+  return launcher::parse_replay_command_line(static_cast<int>(args.size()), args.data(), config,
+                                             code);
+}
+
+TEST(ReplayCommand, Flags) {
+  const char* argv[] = {"ringd", "bench", "replay"};
+  EXPECT_TRUE(launcher::is_replay_command(3, argv));
+  EXPECT_FALSE(launcher::is_replay_command(2, argv));
+  launcher::ReplayConfig config;
+  int code = -1;
+  ASSERT_TRUE(parse(
+      {"--profile", "vgg16", "--compute-ms", "12.5", "--steps", "3", "--no-cache",
+       "--fusion-threshold", "8M", "--compression", "bf16", "--op", "sum", "--spread", "size"},
+      &config, &code));
+  EXPECT_EQ(config.profile, "vgg16");
+  EXPECT_EQ(config.compute_ms, 12.5);
+  EXPECT_EQ(config.steps, 3);
+  EXPECT_FALSE(config.cache);
+  EXPECT_TRUE(config.fusion);
+  EXPECT_EQ(config.fusion_threshold_bytes, size_t{8} << 20);
+  EXPECT_EQ(config.compression, Compression::kBf16);
+  EXPECT_EQ(config.op, ReduceOp::kSum);
+  EXPECT_EQ(config.spread, model::ComputeSpread::kBySize);
+  launcher::ReplayConfig bad;
+  EXPECT_FALSE(parse({"--no-fusion", "--fusion-threshold", "1M"}, &bad, &code));
+  EXPECT_EQ(code, 2);
+  EXPECT_FALSE(parse({"--steps", "0"}, &bad, &code));
+  EXPECT_EQ(code, 2);
+}
+
+// A made-up profile on 3 inproc ranks: every gradient of the last step is checked, and the
+// steady-state steps run from the response cache without a round to rank 0.
+TEST(ReplayRun, SmallProfileOnThreeRanks) {
+  const auto path = std::filesystem::temp_directory_path() / "ringd_replay_test.tsv";
+  {
+    std::ofstream out(path);
+    out << "# test profile\n";
+    for (int i = 0; i < 30; ++i) out << "layer" << i << ".weight\t" << (i % 5) * 3000 + 7 << "\n";
+  }
+  launcher::ReplayConfig config;
+  config.profile = path.string();
+  config.compute_ms = 3;
+  config.steps = 3;
+  config.warmup_steps = 1;
+  config.baseline_iters = 1;
+  config.check = true;
+  const model::GradientProfile profile = model::load_gradient_profile(config.profile);
+  std::vector<launcher::ReplaySummary> summaries(3);
+  testing::run_ranks(testing::Transport::kInproc, 3, [&](Context& ctx) {
+    summaries[ctx.rank()] = launcher::run_replay_rank(ctx, config, profile);
+  });
+  std::filesystem::remove(path);
+  const launcher::ReplaySummary& s = summaries[0];
+  EXPECT_EQ(s.wrong, 0);
+  ASSERT_EQ(s.steps.size(), 3u);
+  EXPECT_EQ(s.tensors, 30u);
+  for (const launcher::ReplayStep& step : s.steps) {
+    EXPECT_GE(step.step_ms, 3.0);
+    EXPECT_EQ(step.cache_hits, 30u);
+    EXPECT_EQ(step.coordinator_rounds, 0u);
+    EXPECT_GE(step.cycles, 1u);
+  }
+  for (const auto& other : summaries) EXPECT_EQ(other.mean_step_ms(), s.mean_step_ms());
+  const std::string text = launcher::format_replay_text(s);
+  EXPECT_NE(text.find("scaling efficiency"), std::string::npos) << text;
+  EXPECT_NE(launcher::format_replay_json(s).find("\"negotiation_share\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringd
