@@ -132,8 +132,8 @@ class Handle {
   std::shared_ptr<detail::HandleState> state_;
 };
 
-// Runs on the background thread when the operation completes; `error` is null on success. Must be
-// quick and must not call into the engine's wait paths for other tensors.
+// Runs on the background thread when the operation completes, before Handle::wait() returns;
+// `error` is null on success. Must be quick and must not wait on other handles.
 using Callback = std::function<void(std::exception_ptr error)>;
 
 enum class CollectiveKind : uint8_t { kAllreduce, kBroadcast, kAllgather };

@@ -40,15 +40,19 @@ void Engine::Impl::run() {
       shutting_down = stop_requested;
     }
     last_start = Clock::now();
+    // On failure the ranks' cycles are out of step: abort the Context (a no-op when the failed
+    // collective already did) so the peers learn why instead of waiting for their timeout.
     try {
       if (run_cycle(shutting_down, last_start)) return;
     } catch (const Error& error) {
+      ctx.abort(error.what());
       fail_everything(std::make_exception_ptr(error));
       return;
     } catch (const std::exception& error) {
-      fail_everything(std::make_exception_ptr(Error(
-          ErrorCode::kInternal,
-          "rank " + std::to_string(ctx.rank()) + ": the fusion engine failed: " + error.what())));
+      const std::string message =
+          "rank " + std::to_string(ctx.rank()) + ": the fusion engine failed: " + error.what();
+      ctx.abort(message);
+      fail_everything(std::make_exception_ptr(Error(ErrorCode::kInternal, message)));
       return;
     }
     last_end = Clock::now();

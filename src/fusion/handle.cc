@@ -11,20 +11,25 @@ void HandleState::finish(std::exception_ptr failure) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (done) return;
-    done = true;
-    error = failure;
     run = std::move(callback);
   }
-  finished.notify_all();
-  if (!run) return;
-  try {
-    run(failure);
-  } catch (const std::exception& e) {
-    RINGD_LOG(kError) << "the callback of tensor '" << name << "' threw: " << e.what()
-                      << " (ignored; callbacks must not throw)";
-  } catch (...) {
-    RINGD_LOG(kError) << "the callback of tensor '" << name << "' threw (ignored)";
+  // The callback runs first, so a caller whose wait() returned knows the callback has run.
+  if (run) {
+    try {
+      run(failure);
+    } catch (const std::exception& e) {
+      RINGD_LOG(kError) << "the callback of tensor '" << name << "' threw: " << e.what()
+                        << " (ignored; callbacks must not throw)";
+    } catch (...) {
+      RINGD_LOG(kError) << "the callback of tensor '" << name << "' threw (ignored)";
+    }
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+    error = failure;
+  }
+  finished.notify_all();
 }
 
 }  // namespace detail

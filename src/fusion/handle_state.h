@@ -16,8 +16,8 @@ struct HandleState {
   HandleState(std::string tensor_name, Callback done_callback)
       : name(std::move(tensor_name)), callback(std::move(done_callback)) {}
 
-  // Marks the operation done (error = null: success), wakes waiters, then runs the callback on
-  // the calling thread. A callback that throws is logged, never propagated.
+  // Runs the callback on the calling thread, then marks the operation done (error = null:
+  // success) and wakes the waiters. A callback that throws is logged, never propagated.
   void finish(std::exception_ptr error);
 
   const std::string name;
