@@ -191,6 +191,43 @@ TEST(TcpPair, PingPongMixingInlineAndIoThreadSizes) {
   });
 }
 
+// Small receives leave reading to their poster or waiter (the I/O loop's read interest is off).
+// A thread that blocks on anything else must hand those sockets back to the loop first, or this
+// deadlocks: with small socket buffers rank 1's 60 KB send completes only once rank 0 reads it,
+// rank 1 posts the receive for rank 0's large message only after that, and rank 0 meanwhile
+// waits on its large send, not on its small receive.
+TEST(TcpPair, DeferredSmallReceiveIsReadWhileWaitingOnSomethingElse) {
+  MemoryStore store;
+  std::vector<std::unique_ptr<Context>> contexts(2);
+  run_ranks(2, [&](int rank) {
+    TcpOptions options = testing::loopback_options();
+    options.socket_buffer_bytes = 4 << 10;
+    contexts[rank] = tcp_connect(store, rank, 2, options);
+  });
+  constexpr size_t kSmallBytes = 60 * 1024;
+  static_assert(kSmallBytes <= tcp::kInlineIoBytes, "must take the small-message path");
+  constexpr size_t kLargeBytes = 4u << 20;
+  run_ranks(2, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    Pair& peer = ctx.pair(1 - rank);
+    std::vector<uint8_t> small(kSmallBytes), large(kLargeBytes);
+    if (rank == 0) {
+      RequestPtr receive = peer.irecv(small.data(), kSmallBytes, make_tag(1, 0));
+      for (size_t i = 0; i < kLargeBytes; ++i) large[i] = static_cast<uint8_t>(i % 251);
+      peer.isend(large.data(), kLargeBytes, make_tag(2, 0))->wait(ctx.timeout());
+      receive->wait(ctx.timeout());
+      for (size_t i = 0; i < kSmallBytes; ++i) ASSERT_EQ(small[i], 7) << "byte " << i;
+    } else {
+      std::fill(small.begin(), small.end(), 7);
+      peer.isend(small.data(), kSmallBytes, make_tag(1, 0))->wait(ctx.timeout());
+      peer.irecv(large.data(), kLargeBytes, make_tag(2, 0))->wait(ctx.timeout());
+      for (size_t i = 0; i < kLargeBytes; i += 4099) {
+        ASSERT_EQ(large[i], static_cast<uint8_t>(i % 251)) << "byte " << i;
+      }
+    }
+  });
+}
+
 TEST(TcpPair, SmallSocketBuffersStillCarryLargeMessages) {
   MemoryStore store;
   std::vector<std::unique_ptr<Context>> contexts(2);

@@ -85,6 +85,24 @@ bool IoLoop::set_read_interest(Id id, int read_fd, bool wanted) {
   return ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, read_fd, &event) == 0;
 }
 
+void IoLoop::defer_reads(std::weak_ptr<IoHandler> handler) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  deferred_.push_back(std::move(handler));
+  deferred_count_.store(static_cast<int>(deferred_.size()), std::memory_order_release);
+}
+
+void IoLoop::restore_deferred_reads() {
+  std::vector<std::weak_ptr<IoHandler>> deferred;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    deferred.swap(deferred_);
+    deferred_count_.store(0, std::memory_order_release);
+  }
+  for (auto& weak : deferred) {
+    if (auto handler = weak.lock()) handler->restore_reads();
+  }
+}
+
 void IoLoop::remove_fd(int fd) { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
 void IoLoop::remove(Id id, int fd) {

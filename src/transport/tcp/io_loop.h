@@ -5,6 +5,7 @@
 // nothing to do: nothing here polls.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,6 +26,9 @@ class IoHandler {
   // Runs on the loop thread: `events` are epoll events, or 0 when woken through IoLoop::wake.
   // Must not throw (the loop logs and drops exceptions).
   virtual void on_io(uint32_t events) = 0;
+  // Called (on any thread, holding no lock) by IoLoop::restore_deferred_reads for handlers that
+  // registered with defer_reads(): hand reading back to the loop.
+  virtual void restore_reads() {}
 };
 
 class IoLoop {
@@ -45,6 +49,12 @@ class IoLoop {
   // Turns EPOLLIN interest of add_split's `read_fd` off or back on (turning it on reports the
   // socket at once if it is readable). False (errno set) when epoll refused. Any thread.
   bool set_read_interest(Id id, int read_fd, bool wanted);
+  // A handler that switched read interest off with nobody yet waiting on its socket records that
+  // here; before any thread of the context sleeps on something else, restore_deferred_reads()
+  // switches those back on, so a blocked thread never leaves a socket unread (no deadlock).
+  void defer_reads(std::weak_ptr<IoHandler> handler);
+  bool has_deferred_reads() const { return deferred_count_.load(std::memory_order_acquire) > 0; }
+  void restore_deferred_reads();
   // Forgets the handler (and removes `fd` from epoll when fd >= 0). Once the loop thread has seen
   // the removal the handler is not called again.
   void remove(Id id, int fd);
@@ -76,6 +86,8 @@ class IoLoop {
   std::vector<Id> wakes_;                                        // guarded by mutex_
   std::vector<std::function<void()>> tasks_;                     // guarded by mutex_
   std::multimap<Deadline, std::function<void()>> timers_;        // guarded by mutex_
+  std::vector<std::weak_ptr<IoHandler>> deferred_;               // guarded by mutex_
+  std::atomic<int> deferred_count_{0};
   std::thread thread_;
 };
 

@@ -91,12 +91,41 @@ std::shared_ptr<PairOp> PairChannel::post(bool is_send, const void* data, size_t
       // edge-triggered loop needs: it is called again on the socket's next edge.
       const bool completed = is_send ? progress_send_locked() : progress_recv_locked();
       if (completed) completed_.notify_all();
-    } else if (was_empty) {
-      wake_id = loop_id_;  // a non-empty queue is already being worked on by the I/O thread
+      if (!is_send && !op->done) defer_loop_reads_locked();
+    } else {
+      if (!is_send) restore_loop_reads_locked();  // large or queued: the I/O thread reads
+      if (was_empty) wake_id = loop_id_;          // a non-empty queue is being worked on already
     }
   }
   if (wake_id != 0) loop_.wake(wake_id);
   return op;
+}
+
+void PairChannel::restore_reads() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  deferred_ = false;
+  if (pollers_ == 0) restore_loop_reads_locked();  // a polling waiter restores on its own
+}
+
+void PairChannel::defer_loop_reads_locked() {
+  if (failed_ || !socket_.valid()) return;
+  if (loop_reads_) loop_reads_ = !loop_.set_read_interest(loop_id_, read_socket_.get(), false);
+  if (!loop_reads_ && !deferred_) {
+    deferred_ = true;
+    loop_.defer_reads(weak_from_this());  // lock order: channel mutex, then the loop's
+  }
+}
+
+void PairChannel::after_waiter_read_locked() {
+  for (const auto& op : recvs_) {
+    if (op->bytes > kInlineIoBytes) {
+      restore_loop_reads_locked();  // a large receive is queued: the I/O thread's job
+      return;
+    }
+  }
+  // Only small receives (or none): the next one's poster or waiter reads, so the I/O thread
+  // need not wake for data that arrives before then.
+  defer_loop_reads_locked();
 }
 
 bool PairChannel::waiter_reads_locked(const PairOp& op) const {
@@ -141,7 +170,14 @@ void PairChannel::wait(PairOp& op, std::chrono::milliseconds timeout) {
   while (in_time && !op.done) {
     if (waiter_reads_locked(op)) {
       in_time = waiter_read_locked(lock, deadline);
-      if (op.done || !waiter_reads_locked(op)) restore_loop_reads_locked();
+      if (op.done || !waiter_reads_locked(op)) after_waiter_read_locked();
+    } else if (loop_.has_deferred_reads() || (!loop_reads_ && pollers_ == 0)) {
+      // About to sleep on something the I/O thread must progress: give every socket whose
+      // reading was left to a future waiter back to the loop first.
+      restore_loop_reads_locked();
+      lock.unlock();
+      loop_.restore_deferred_reads();
+      lock.lock();
     } else {
       in_time =
           completed_.wait_until(lock, deadline, [&] { return op.done || waiter_reads_locked(op); });

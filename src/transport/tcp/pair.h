@@ -8,11 +8,17 @@
 // messages are moved by the I/O thread; isend/irecv only queue them (waking the loop when the
 // queue was empty). Small messages (at most kInlineIoBytes) skip the I/O thread on the critical
 // path, because every thread hand-off is a context switch and ranks outnumber cores:
-//   * a small isend/irecv posted to an idle queue is tried at once on the posting thread;
+//   * a small isend/irecv posted to an idle queue is tried at once on the posting thread; when a
+//     small receive cannot complete yet, the loop's EPOLLIN interest on the socket is switched
+//     off (IoLoop::defer_reads): its waiter, expected soon, will read it. It stays off after
+//     that waiter is done unless a large receive is queued, so data arriving before the next
+//     receive is posted does not wake the I/O thread either;
 //   * the thread waiting for a small receive at the head of the queue reads the socket itself,
-//     sleeping in poll() on it (never spinning) instead of waiting for the I/O thread to read and
-//     wake it. Meanwhile the loop's EPOLLIN interest is off (so the I/O thread is not woken for
-//     nothing) and on_io leaves reading to the waiter; both are restored when the wait ends.
+//     sleeping in poll() on it (never spinning) instead of the I/O thread waking up to read and
+//     then waking it. on_io leaves reading to such a waiter. Read interest comes back on when
+//     that wait ends, when a large receive is posted, and before any thread of the context
+//     sleeps on anything else (IoLoop::restore_deferred_reads), so a blocked thread never
+//     leaves a socket unread. Per exchange of a small message that is one wake-up, not three.
 // The state machine is the same for every thread:
 //   * sends: sendmsg() of header + payload straight from the caller's buffer (several queued
 //     messages per call, up to kMaxSendIovecs pieces), resumed after partial writes;
@@ -99,6 +105,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   void flush_abort(std::chrono::milliseconds limit);
 
   void on_io(uint32_t events) override;  // the loop thread
+  void restore_reads() override;         // IoLoop::restore_deferred_reads
 
  private:
   void fail_locked(const Error& error);
@@ -111,8 +118,11 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   // One round of waiter-driven reading: progress, else sleep in poll() until the socket is
   // readable or `deadline`. Returns false at the deadline.
   bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline);
-  // Hands reading back to the I/O loop after waiter-driven reads.
+  // Read interest of the I/O loop on this socket: back on; off and recorded with
+  // IoLoop::defer_reads; and the choice between the two when a waiter is done reading.
   void restore_loop_reads_locked();
+  void defer_loop_reads_locked();
+  void after_waiter_read_locked();
   bool progress_send_locked();  // returns whether an operation completed
   bool progress_recv_locked();
   bool read_header_locked(bool* made_progress);
@@ -129,6 +139,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   Fd read_socket_;   // a dup of socket_: the I/O loop's read registration (IoLoop::add_split)
   int pollers_ = 0;  // threads in poll() on socket_ (with the mutex released)
   bool loop_reads_ = true;  // whether the I/O loop is woken when socket_ becomes readable
+  bool deferred_ = false;   // registered with IoLoop::defer_reads since the last restore_reads
   Fd closed_socket_;        // closed while polled: shut down, released by the last poller
   IoLoop::Id loop_id_ = 0;
   std::optional<Error> failed_;
