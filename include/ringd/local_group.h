@@ -5,8 +5,11 @@
 //
 // Buffers: every call takes one DeviceBuffer per device, in device order (buffers[d].device == d),
 // each holding the same element layout. Element ranges are [first, first + count) in every
-// buffer. Calls are synchronous: when one returns, its results are in the device buffers. A
-// LocalGroup is used by one thread at a time (like a Context).
+// buffer. Calls are synchronous: when one returns, its results are in the device buffers. The
+// collectives are called by one thread at a time (like a Context); stage() and the HostStaging it
+// returns may be used by one other thread meanwhile, on other elements (the hierarchical
+// collectives' pipeline does that: the local steps of one chunk run while another chunk is staged
+// for the network).
 //
 // Reductions combine the devices in a fixed order, so the result is the same bits whoever asks,
 // and identical on every device after a broadcast/allgather. kAvg divides by size() once, at the

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "common/logging.h"
@@ -13,9 +14,27 @@
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
 #include "ringd/local_group.h"
+#include "ringd/nccl_local_group.h"
 
 namespace ringd::launcher {
 namespace {
+
+// GPUs when this build has NCCL and the host has enough of them, CPU devices otherwise.
+std::unique_ptr<LocalGroup> make_bench_local_group(int devices) {
+#if RINGD_HAVE_NCCL
+  const int gpus = cuda_device_count();
+  if (gpus >= devices) {
+    std::vector<int> cuda_devices(static_cast<size_t>(devices));
+    std::iota(cuda_devices.begin(), cuda_devices.end(), 0);
+    return make_nccl_local_group(cuda_devices);
+  }
+  if (gpus > 0) {
+    RINGD_LOG(kWarn) << "--local-devices " << devices << ": this host has only " << gpus
+                     << " GPUs; using " << devices << " CPU devices";
+  }
+#endif
+  return make_cpu_local_group(devices);
+}
 
 void write_stdout(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -29,7 +48,7 @@ class HierarchyBenchRunner {
         config_(config),
         report_(report),
         elem_(dtype_size(config.dtype)),
-        group_(make_cpu_local_group(config.local_devices)),
+        group_(make_bench_local_group(config.local_devices)),
         devices_(group_->size()),
         world_(ctx.size() * devices_) {
     RINGD_CHECK_ARG(config.collective != Collective::kReduceScatter,
@@ -84,6 +103,7 @@ class HierarchyBenchRunner {
     h.root = config_.root;
     h.nodes = ctx_.size();
     h.local_devices = devices_;
+    h.device_kind = group_->kind();
     h.hierarchy = hierarchy_name(config_.hierarchy);
     return h;
   }

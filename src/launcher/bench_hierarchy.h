@@ -1,7 +1,9 @@
 // `ringd bench ... --local-devices L --hierarchy reduce-bcast|rs-ag`: the sweep through the
-// hierarchical collectives (ringd/hierarchy.h). This process is one node with L CPU devices; the
-// Context joins the nodes. Sizes, --check patterns and the table are those of the flat bench over
-// N x L ranks (device d of node r is rank r * L + d); the table adds nodebw (bench_report.h).
+// hierarchical collectives (ringd/hierarchy.h). This process is one node with L devices: GPUs
+// 0..L-1 (an NCCL local group) in builds with NCCL on a host with at least L GPUs, else L CPU
+// devices; the table header says which. The Context joins the nodes. Sizes, --check patterns and
+// the table are those of the flat bench over N x L ranks (device d of node r is rank r * L + d);
+// the table adds nodebw (bench_report.h).
 #pragma once
 
 #include <cstdint>

@@ -85,8 +85,9 @@ std::string format_header(const ReportHeader& h) {
     os << "default";
   os << "\n";
   if (h.nodes > 0) {
-    os << "# nodes: " << h.nodes << "  local devices: " << h.local_devices
-       << "  hierarchy: " << h.hierarchy
+    os << "# nodes: " << h.nodes << "  local devices: " << h.local_devices;
+    if (!h.device_kind.empty()) os << " (" << h.device_kind << ")";
+    os << "  hierarchy: " << h.hierarchy
        << "  (busbw: per device, over all ranks; nodebw: per node, across nodes)\n";
   }
   os << "# minBytes " << h.min_bytes << " maxBytes " << h.max_bytes << " step: " << h.step_factor

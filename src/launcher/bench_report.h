@@ -77,6 +77,7 @@ struct ReportHeader {
   int root = -1;
   int nodes = 0;  // hierarchical runs only, as in BenchRow
   int local_devices = 0;
+  std::string device_kind;  // the local group's kind(): "cpu", "nccl"
   std::string hierarchy;
 };
 

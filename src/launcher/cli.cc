@@ -139,8 +139,8 @@ void add_bench_options(CLI::App* bench, BenchConfig* config, BenchFlagText* text
           "--timeout", [](const std::string& n, const std::string& t) { parse_seconds(n, t); }));
   bench
       ->add_option("--local-devices", config->local_devices,
-                   "CPU devices in this process (one node); > 1 makes the run hierarchical "
-                   "(default 1)")
+                   "devices in this process (one node): GPUs when built with NCCL and the host "
+                   "has enough, else CPU devices; > 1 makes the run hierarchical (default 1)")
       ->check(CLI::Range(1, 1024));
   bench
       ->add_option("--hierarchy", text->hierarchy,

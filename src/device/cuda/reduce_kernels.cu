@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "device/cuda/cuda_errors.h"
 #include "device/cuda/element_ops.cuh"
 #include "device/cuda/reduce_kernels.h"
 #include "ringd/error.h"
@@ -151,18 +152,10 @@ struct RunOnHost {
   }
 };
 
-// The errors the runtime gives when this machine has no GPU, no driver, or a driver that does not
-// fit: the backend is unavailable here, as opposed to a bug in how it was called.
-bool means_no_device(cudaError_t error) {
-  return error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver ||
-         error == cudaErrorStubLibrary || error == cudaErrorDevicesUnavailable ||
-         error == cudaErrorSystemDriverMismatch || error == cudaErrorCompatNotSupportedOnDevice;
-}
-
 void throw_if_launch_failed(const char* what, size_t count, DataType dtype, const char* op_name) {
   const cudaError_t error = cudaGetLastError();
   if (error == cudaSuccess) return;
-  if (means_no_device(error)) {
+  if (cuda_means_no_device(error)) {
     RINGD_THROW(kUnavailable, what << "(" << dtype_name(dtype) << " " << op_name << ", " << count
                                    << " elements): no usable CUDA device ("
                                    << cudaGetErrorString(error)
