@@ -45,6 +45,11 @@ struct HierarchyOptions {
   // device counts with avg) as a wrong result.
   bool check_agreement = true;
   CollectiveOptions inter_node;  // for the collectives across nodes (algorithm, segments, timeout)
+  // Allreduce and broadcast of more than this many bytes are pipelined: cut into chunks of this
+  // size, the local steps of neighbouring chunks (on a helper thread) overlap the step across
+  // nodes of the current one. 0 = RINGD_HIERARCHY_CHUNK_BYTES (default 4M; there 0 = never);
+  // SIZE_MAX = never. Every node must use the same value (checked).
+  size_t pipeline_chunk_bytes = 0;
 };
 
 // Every device's buffer (count elements) = op over all N x L devices' buffers. kAvg divides once

@@ -31,12 +31,18 @@
 // Pieces: the step across nodes works through group.stage() piece by piece (cpu groups: one
 // piece per range, no copy; device groups: pinned-memory pieces, copies overlapping the network).
 //
+// Chunks (hierarchy_pipeline.h): above HierarchyOptions::pipeline_chunk_bytes the buffer is cut
+// into chunks that go through the three steps as a pipeline: while chunk c is on the network, a
+// helper thread reduces chunk c+1 and broadcasts (or allgathers) chunk c-1, so the local steps
+// cost almost nothing on top of the network step. Each chunk of rs-ag has its own shards.
+//
 // avg: the local steps and the allreduce across nodes combine as sum, and each piece is scaled by
 // 1/(N x L) once, on the host, before it goes back to the devices, so every device gets the same
 // bits. With one node the local group's own avg (1/L) is already that.
 #include <limits>
 #include <sstream>
 
+#include "allreduce/hierarchy_pipeline.h"
 #include "allreduce/hierarchy_steps.h"
 #include "common/reduce.h"
 #include "ringd/error.h"
@@ -59,17 +65,17 @@ void hierarchical_allreduce(Context& ctx, LocalGroup& group, DeviceBuffers buffe
   const int nodes = ctx.size();
   const int devices = group.size();
   const size_t piece_bytes = group.staging_piece_bytes();
+  const size_t chunk_bytes = algo::pipeline_chunk_bytes(options);
   if (options.check_agreement && nodes > 1) {
-    algo::check_agreement(
-        ctx, "hierarchical allreduce",
-        {{"local devices", devices},
-         {"count", static_cast<int64_t>(count)},
-         {"dtype", static_cast<int64_t>(dtype)},
-         {"op", static_cast<int64_t>(op)},
-         {"hierarchy", static_cast<int64_t>(strategy)},
-         {"staging piece bytes", static_cast<int64_t>(std::min<size_t>(
-                                     piece_bytes, std::numeric_limits<int64_t>::max()))}},
-        options.inter_node);
+    algo::check_agreement(ctx, "hierarchical allreduce",
+                          {{"local devices", devices},
+                           {"count", static_cast<int64_t>(count)},
+                           {"dtype", static_cast<int64_t>(dtype)},
+                           {"op", static_cast<int64_t>(op)},
+                           {"hierarchy", static_cast<int64_t>(strategy)},
+                           {"staging piece bytes", algo::agreed_bytes(piece_bytes)},
+                           {"pipeline chunk bytes", algo::agreed_bytes(chunk_bytes)}},
+                          options.inter_node);
   }
   if (count == 0) return;
 
@@ -80,30 +86,51 @@ void hierarchical_allreduce(Context& ctx, LocalGroup& group, DeviceBuffers buffe
     allreduce(ctx, host, host, piece_count, dtype, combine, options.inter_node);
     if (scale_on_host) scale_in_place(host, piece_count, dtype, scale);
   };
+  // Chunks only pay when there is local work to overlap with the network.
+  const std::vector<algo::ElementRange> chunks = nodes > 1 && devices > 1
+                                                     ? algo::cut_chunks(count, dtype, chunk_bytes)
+                                                     : std::vector<algo::ElementRange>{{0, count}};
 
   algo::with_hierarchy_context(
       ctx,
       [&] {
         if (strategy == Hierarchy::kRsAg) {
-          const ShardLayout shards = ShardLayout::even(0, count, devices);
-          group.reduce_scatter(buffers, shards, dtype, combine);
-          if (nodes > 1) {
-            std::vector<HostPiece> ranges;
-            for (int d = 0; d < devices; ++d)
-              ranges.push_back({d, shards.first(d), shards.count(d)});
-            algo::across_nodes(group, buffers, algo::cut_pieces(ranges, piece_bytes, dtype), dtype,
-                               HostAccess::kReadWrite, allreduce_piece);
+          std::vector<ShardLayout> shards;
+          for (const algo::ElementRange& chunk : chunks) {
+            shards.push_back(ShardLayout::even(chunk.first, chunk.count, devices));
           }
-          group.allgather(buffers, shards, dtype);
+          algo::run_pipelined(
+              chunks.size(),
+              [&](size_t c) { group.reduce_scatter(buffers, shards[c], dtype, combine); },
+              [&](size_t c) {
+                if (nodes == 1) return;
+                std::vector<HostPiece> ranges;
+                for (int d = 0; d < devices; ++d) {
+                  ranges.push_back({d, shards[c].first(d), shards[c].count(d)});
+                }
+                algo::across_nodes(group, buffers, algo::cut_pieces(ranges, piece_bytes, dtype),
+                                   dtype, HostAccess::kReadWrite, allreduce_piece);
+              },
+              [&](size_t c) { group.allgather(buffers, shards[c], dtype); });
         } else {
           constexpr int kLeader = 0;
-          group.reduce_to_leader(buffers, 0, count, dtype, combine, kLeader);
-          if (nodes > 1) {
-            algo::across_nodes(group, buffers,
-                               algo::cut_pieces({{kLeader, 0, count}}, piece_bytes, dtype), dtype,
-                               HostAccess::kReadWrite, allreduce_piece);
-          }
-          group.broadcast_from_leader(buffers, 0, count, dtype, kLeader);
+          algo::run_pipelined(
+              chunks.size(),
+              [&](size_t c) {
+                group.reduce_to_leader(buffers, chunks[c].first, chunks[c].count, dtype, combine,
+                                       kLeader);
+              },
+              [&](size_t c) {
+                if (nodes == 1) return;
+                algo::across_nodes(group, buffers,
+                                   algo::cut_pieces({{kLeader, chunks[c].first, chunks[c].count}},
+                                                    piece_bytes, dtype),
+                                   dtype, HostAccess::kReadWrite, allreduce_piece);
+              },
+              [&](size_t c) {
+                group.broadcast_from_leader(buffers, chunks[c].first, chunks[c].count, dtype,
+                                            kLeader);
+              });
         }
       },
       [&](std::ostream& os) {

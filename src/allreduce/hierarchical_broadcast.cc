@@ -7,9 +7,12 @@
 //           local broadcast            local broadcast            local broadcast
 //            to d0 .. d(L-1)            to d0 .. d(L-1)            to d0 .. d(L-1)
 //
-// No reduction, so the strategy does not apply; every device ends with the root's bytes.
+// No reduction, so the strategy does not apply; every device ends with the root's bytes. Above
+// HierarchyOptions::pipeline_chunk_bytes the local broadcast of chunk c overlaps the chain of
+// chunk c+1 (hierarchy_pipeline.h).
 #include <limits>
 
+#include "allreduce/hierarchy_pipeline.h"
 #include "allreduce/hierarchy_steps.h"
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
@@ -32,32 +35,43 @@ void hierarchical_broadcast(Context& ctx, LocalGroup& group, DeviceBuffers buffe
                   kWhat << " on rank " << ctx.rank() << ": count " << count << " is too large");
   const int nodes = ctx.size();
   const size_t piece_bytes = group.staging_piece_bytes();
+  const size_t chunk_bytes = algo::pipeline_chunk_bytes(options);
   if (options.check_agreement && nodes > 1) {
-    algo::check_agreement(
-        ctx, "hierarchical broadcast",
-        {{"count", static_cast<int64_t>(count)},
-         {"element size", static_cast<int64_t>(dtype_size(dtype))},
-         {"root node", root_node},
-         {"root device", root_device},
-         {"staging piece bytes", static_cast<int64_t>(std::min<size_t>(
-                                     piece_bytes, std::numeric_limits<int64_t>::max()))}},
-        options.inter_node);
+    algo::check_agreement(ctx, "hierarchical broadcast",
+                          {{"count", static_cast<int64_t>(count)},
+                           {"element size", static_cast<int64_t>(dtype_size(dtype))},
+                           {"root node", root_node},
+                           {"root device", root_device},
+                           {"staging piece bytes", algo::agreed_bytes(piece_bytes)},
+                           {"pipeline chunk bytes", algo::agreed_bytes(chunk_bytes)}},
+                          options.inter_node);
   }
   if (count == 0) return;
+  const std::vector<algo::ElementRange> chunks = nodes > 1 && group.size() > 1
+                                                     ? algo::cut_chunks(count, dtype, chunk_bytes)
+                                                     : std::vector<algo::ElementRange>{{0, count}};
 
   algo::with_hierarchy_context(
       ctx,
       [&] {
-        if (nodes > 1) {
-          const bool is_root = ctx.rank() == root_node;
-          algo::across_nodes(
-              group, buffers, algo::cut_pieces({{root_device, 0, count}}, piece_bytes, dtype),
-              dtype, is_root ? HostAccess::kRead : HostAccess::kWrite,
-              [&](void* host, size_t piece_count) {
-                broadcast(ctx, host, piece_count, dtype, root_node, options.inter_node);
-              });
-        }
-        group.broadcast_from_leader(buffers, 0, count, dtype, root_device);
+        const bool is_root = ctx.rank() == root_node;
+        algo::run_pipelined(
+            chunks.size(), [](size_t) {},
+            [&](size_t c) {
+              if (nodes == 1) return;
+              algo::across_nodes(group, buffers,
+                                 algo::cut_pieces({{root_device, chunks[c].first, chunks[c].count}},
+                                                  piece_bytes, dtype),
+                                 dtype, is_root ? HostAccess::kRead : HostAccess::kWrite,
+                                 [&](void* host, size_t piece_count) {
+                                   broadcast(ctx, host, piece_count, dtype, root_node,
+                                             options.inter_node);
+                                 });
+            },
+            [&](size_t c) {
+              group.broadcast_from_leader(buffers, chunks[c].first, chunks[c].count, dtype,
+                                          root_device);
+            });
       },
       [&](std::ostream& os) {
         os << "hierarchical broadcast (" << count << " x " << dtype_name(dtype) << " from node "

@@ -59,6 +59,11 @@ void check_agreement(Context& ctx, const char* collective,
   }
 }
 
+int64_t agreed_bytes(size_t bytes) {
+  return static_cast<int64_t>(
+      std::min<size_t>(bytes, static_cast<size_t>(std::numeric_limits<int64_t>::max())));
+}
+
 std::vector<HostPiece> cut_pieces(const std::vector<HostPiece>& ranges, size_t piece_bytes,
                                   DataType dtype) {
   const size_t piece_elems = std::max<size_t>(1, piece_bytes / dtype_size(dtype));

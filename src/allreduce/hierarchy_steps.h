@@ -25,6 +25,9 @@ struct AgreedValue {
 void check_agreement(Context& ctx, const char* collective,
                      std::initializer_list<AgreedValue> values, const CollectiveOptions& options);
 
+// A byte count as an agreed value (SIZE_MAX, "unlimited", becomes INT64_MAX).
+int64_t agreed_bytes(size_t bytes);
+
 // `ranges` (parts of device buffers) cut into pieces of at most `piece_bytes`; empty ranges are
 // dropped. Every node cuts the same ranges the same way, so the pieces match across nodes.
 std::vector<HostPiece> cut_pieces(const std::vector<HostPiece>& ranges, size_t piece_bytes,

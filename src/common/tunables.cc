@@ -105,6 +105,9 @@ Tunables load() {
   if (const char* v = env("RINGD_RING_ALLREDUCE_BYTES")) {
     t.ring_allreduce_bytes = parse_bytes("RINGD_RING_ALLREDUCE_BYTES", v);
   }
+  if (const char* v = env("RINGD_HIERARCHY_CHUNK_BYTES")) {
+    t.hierarchy_chunk_bytes = parse_bytes("RINGD_HIERARCHY_CHUNK_BYTES", v);
+  }
   if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
     t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
   }
@@ -158,6 +161,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_RING_ALLREDUCE_BYTES", "2M",
        "allreduce payloads above this size use the pipelined ring; between the two, halving-"
        "doubling (Rabenseifner)"},
+      {"RINGD_HIERARCHY_CHUNK_BYTES", "4M",
+       "hierarchical allreduce/broadcast: larger buffers are pipelined in chunks of this size, the "
+       "local steps of one chunk overlapping the step across nodes of the next; 0 = no pipeline"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_IFACE", "(unset)",

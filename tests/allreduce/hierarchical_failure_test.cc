@@ -95,6 +95,7 @@ TEST_P(HierarchicalFailures, WithoutTheCheckDifferentCountsStillFailInBoundedTim
         options.strategy = strategy;
         options.check_agreement = false;
         options.inter_node.algorithm = AllreduceAlgorithm::kRing;
+        options.pipeline_chunk_bytes = 256 << 10;  // different counts: different chunks too
         hierarchical_allreduce(ctx, *node.group, node.buffers, ctx.rank() == 0 ? 200000 : 300000,
                                DataType::kFloat32, ReduceOp::kSum, options);
       },
@@ -120,6 +121,7 @@ TEST_P(HierarchicalFailures, DeadNodeFailsTheOthersAndIsNamed) {
       [&](Context& ctx, NodeDevices& node) {
         HierarchyOptions options;
         options.strategy = strategy;
+        options.pipeline_chunk_bytes = 256 << 10;  // the peer dies mid-pipeline
         hierarchical_allreduce(ctx, *node.group, node.buffers, 1, DataType::kFloat32,
                                ReduceOp::kSum, options);
         if (ctx.rank() == kVictim) return;  // its context goes away mid-job

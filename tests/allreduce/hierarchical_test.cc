@@ -21,6 +21,7 @@ HierarchyOptions options_for(Hierarchy strategy) {
   options.strategy = strategy;
   options.inter_node.segment_bytes = 1000;  // several segments even for small pieces
   options.inter_node.segments_in_flight = 2;
+  options.pipeline_chunk_bytes = 64 << 10;  // 65537 floats: 4 chunks through the pipeline
   return options;
 }
 
