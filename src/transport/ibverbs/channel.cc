@@ -3,28 +3,10 @@
 #include "transport/ibverbs/channel.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace ringd::ibverbs {
-
-Error capture_error(const std::function<void()>& thrower) {
-  try {
-    thrower();
-  } catch (const Error& error) {
-    return error;
-  }
-  return Error(ErrorCode::kInternal, "capture_error: nothing was thrown");
-}
-
-std::string describe_tag(uint64_t tag) {
-  char text[96];
-  std::snprintf(text, sizeof(text), "tag 0x%llx (operation %llu, message %llu)",
-                static_cast<unsigned long long>(tag), static_cast<unsigned long long>(tag >> 24),
-                static_cast<unsigned long long>(tag & 0xFFFFFF));
-  return text;
-}
 
 namespace {
 
@@ -81,8 +63,8 @@ std::shared_ptr<ChannelOp> Channel::post(bool is_send, const void* data, size_t 
   op->tag = tag;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!failed_ && !link_) {
-    fail_locked(RINGD_IB_ERROR(kInternal, "rank " << rank_ << ": ibverbs pair to peer "
-                                                  << description_ << " used before it connected"),
+    fail_locked(RINGD_MAKE_ERROR(kInternal, "rank " << rank_ << ": ibverbs pair to peer "
+                                                    << description_ << " used before it connected"),
                 false);
   }
   if (failed_) {
@@ -104,7 +86,7 @@ void Channel::wait(ChannelOp& op, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto bounded = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
   if (!completed_.wait_for(lock, bounded, [&] { return op.done; })) {
-    const Error error = RINGD_IB_ERROR(
+    const Error error = RINGD_MAKE_ERROR(
         kTimeout, "rank " << rank_ << ": timed out after " << timeout.count() << " ms waiting to "
                           << (op.is_send ? "send " : "receive ") << describe_op(op)
                           << " — the peer is stuck, slower than RINGD_TIMEOUT, or running a "
@@ -119,8 +101,8 @@ void Channel::abort(const std::string& reason) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || closed_) return;
-    fail_locked(RINGD_IB_ERROR(kPeerLost, "rank " << rank_ << ": the pair to peer " << description_
-                                                  << " was aborted: " << reason),
+    fail_locked(RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": the pair to peer "
+                                                    << description_ << " was aborted: " << reason),
                 false);
     send_abort_notice_locked(reason);
   } catch (...) {

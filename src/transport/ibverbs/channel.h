@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ringd/error.h"
+#include "transport/error_text.h"
 #include "transport/ibverbs/flow_control.h"
 #include "transport/ibverbs/link.h"
 #include "transport/ibverbs/slot_format.h"
@@ -112,13 +113,5 @@ class Channel {
   std::deque<std::shared_ptr<ChannelOp>> sends_;
   std::deque<std::shared_ptr<ChannelOp>> receives_;
 };
-
-// "tag 0x... (operation N, message M)" (see make_tag).
-std::string describe_tag(uint64_t tag);
-
-// Builds an Error with the [file:line] breadcrumb RINGD_THROW adds, to store it.
-Error capture_error(const std::function<void()>& thrower);
-#define RINGD_IB_ERROR(code, stream_expr) \
-  ::ringd::ibverbs::capture_error([&] { RINGD_THROW(code, stream_expr); })
 
 }  // namespace ringd::ibverbs

@@ -84,13 +84,13 @@ bool Channel::consume_chunk_locked(ChannelOp& op) {
     }
     if (header.tag != op.tag || header.message_bytes != op.bytes) {
       fail_locked(
-          RINGD_IB_ERROR(kMismatch,
-                         "rank " << rank_ << ": message mismatch with peer " << description_
-                                 << ": the next posted receive expects " << describe_tag(op.tag)
-                                 << ", " << op.bytes << " bytes, but the peer sent "
-                                 << describe_tag(header.tag) << ", " << header.message_bytes
-                                 << " bytes — the ranks are running different "
-                                    "collectives or disagree on sizes"),
+          RINGD_MAKE_ERROR(kMismatch,
+                           "rank " << rank_ << ": message mismatch with peer " << description_
+                                   << ": the next posted receive expects " << describe_tag(op.tag)
+                                   << ", " << op.bytes << " bytes, but the peer sent "
+                                   << describe_tag(header.tag) << ", " << header.message_bytes
+                                   << " bytes — the ranks are running different "
+                                      "collectives or disagree on sizes"),
           true);
       return false;
     }
@@ -125,9 +125,9 @@ void Channel::return_credits_locked() {
 }
 
 void Channel::protocol_fault_locked(const std::string& what) {
-  fail_locked(RINGD_IB_ERROR(kProtocol, "rank " << rank_ << ": corrupt ibverbs stream from peer "
-                                                << description_ << ": " << what
-                                                << "; is every rank running the same ringd?"),
+  fail_locked(RINGD_MAKE_ERROR(kProtocol, "rank " << rank_ << ": corrupt ibverbs stream from peer "
+                                                  << description_ << ": " << what
+                                                  << "; is every rank running the same ringd?"),
               true);
 }
 
@@ -178,8 +178,8 @@ void Channel::receive_abort_locked(uint32_t byte_len) {
       byte_len == kSlotHeaderBytes + header.chunk_bytes) {
     reason.assign(reinterpret_cast<const char*>(data + kSlotHeaderBytes), header.chunk_bytes);
   }
-  fail_locked(RINGD_IB_ERROR(kPeerLost, "rank " << rank_ << ": peer " << description_
-                                                << " aborted: " << reason),
+  fail_locked(RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": peer " << description_
+                                                  << " aborted: " << reason),
               false);
 }
 
@@ -194,8 +194,8 @@ void Channel::on_send_done(uint32_t cookie) {
   if (cookie == static_cast<uint32_t>(ImmKind::kData)) {
     if (!send_credits_.on_write_completed()) {
       fail_locked(
-          RINGD_IB_ERROR(kInternal, "rank " << rank_ << ": ibverbs pair to peer " << description_
-                                            << " completed a write it never posted"),
+          RINGD_MAKE_ERROR(kInternal, "rank " << rank_ << ": ibverbs pair to peer " << description_
+                                              << " completed a write it never posted"),
           true);
       return;
     }
@@ -203,8 +203,8 @@ void Channel::on_send_done(uint32_t cookie) {
   } else if (cookie == static_cast<uint32_t>(ImmKind::kCredit)) {
     if (!receive_slots_.on_credit_write_completed()) {
       fail_locked(
-          RINGD_IB_ERROR(kInternal, "rank " << rank_ << ": ibverbs pair to peer " << description_
-                                            << " completed a credit it never sent"),
+          RINGD_MAKE_ERROR(kInternal, "rank " << rank_ << ": ibverbs pair to peer " << description_
+                                              << " completed a credit it never sent"),
           true);
       return;
     }

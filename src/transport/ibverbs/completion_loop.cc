@@ -64,8 +64,9 @@ void CompletionLoop::run() {
     const int ready = ::poll(fds, 3, -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
-      fail_all(RINGD_IB_ERROR(kIo, "rank " << rank_ << ": poll() in the ibverbs completion thread "
-                                           << "failed: " << std::strerror(errno)));
+      fail_all(RINGD_MAKE_ERROR(kIo, "rank " << rank_
+                                             << ": poll() in the ibverbs completion thread "
+                                             << "failed: " << std::strerror(errno)));
       return;
     }
     if (fds[2].revents != 0 && stopping_) return;
@@ -86,7 +87,7 @@ bool CompletionLoop::on_completion_event() {
   }
   // Re-arm first, then drain: a completion that lands in between raises a new event.
   if (ibv_req_notify_cq(device_.cq(), 0) != 0) {
-    fail_all(RINGD_IB_ERROR(
+    fail_all(RINGD_MAKE_ERROR(
         kIo, "rank " << rank_ << ": ibv_req_notify_cq on " << device_.name() << " failed"));
     return false;
   }
@@ -98,8 +99,8 @@ bool CompletionLoop::drain() {
   for (;;) {
     const int count = ibv_poll_cq(device_.cq(), kPollBatch, completions);
     if (count < 0) {
-      fail_all(RINGD_IB_ERROR(kIo, "rank " << rank_ << ": ibv_poll_cq on " << device_.name()
-                                           << " failed; the completion queue is unusable"));
+      fail_all(RINGD_MAKE_ERROR(kIo, "rank " << rank_ << ": ibv_poll_cq on " << device_.name()
+                                             << " failed; the completion queue is unusable"));
       return false;
     }
     for (int i = 0; i < count; ++i) dispatch(completions[i]);
@@ -122,7 +123,7 @@ void CompletionLoop::dispatch(const ibv_wc& wc) {
   const auto cookie = static_cast<uint32_t>(wc.wr_id & 0xFFFFFFFFu);
   if (wc.status != IBV_WC_SUCCESS) {
     const bool receive = cookie == kReceiveCookie;
-    channel->on_failure(RINGD_IB_ERROR(
+    channel->on_failure(RINGD_MAKE_ERROR(
         kPeerLost, "rank " << rank_ << ": RDMA " << (receive ? "receive from" : "write to")
                            << " peer " << channel->description()
                            << " failed: " << describe_wc_status(wc.status, wc.vendor_err)
@@ -146,15 +147,15 @@ void CompletionLoop::on_async_event() {
       const auto found = peer_of_qpn_.find(event.element.qp->qp_num);
       if (found != peer_of_qpn_.end() && channels_[static_cast<size_t>(found->second)]) {
         Channel& channel = *channels_[static_cast<size_t>(found->second)];
-        channel.on_failure(RINGD_IB_ERROR(kPeerLost, "rank " << rank_ << ": the queue pair to peer "
-                                                             << channel.description()
-                                                             << " failed: " << what));
+        channel.on_failure(
+            RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": the queue pair to peer "
+                                                << channel.description() << " failed: " << what));
       }
     } else if (type == IBV_EVENT_CQ_ERR || type == IBV_EVENT_DEVICE_FATAL ||
                type == IBV_EVENT_PORT_ERR) {
-      fail_all(RINGD_IB_ERROR(kPeerLost, "rank " << rank_ << ": RDMA device " << device_.name()
-                                                 << " port " << device_.port() << " reported "
-                                                 << what << "; every pair on it failed"));
+      fail_all(RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": RDMA device " << device_.name()
+                                                   << " port " << device_.port() << " reported "
+                                                   << what << "; every pair on it failed"));
     } else {
       RINGD_LOG(kInfo) << "rank " << rank_ << ": RDMA device " << device_.name() << ": " << what;
     }

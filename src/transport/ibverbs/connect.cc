@@ -79,10 +79,10 @@ struct IbMesh {
   ~IbMesh() {
     for (auto& channel : channels) {
       if (!channel) continue;
-      channel->close(RINGD_IB_ERROR(kInvalidArgument, "the ibverbs pair to peer "
-                                                          << channel->description()
-                                                          << " was closed (its context was "
-                                                             "destroyed)"));
+      channel->close(RINGD_MAKE_ERROR(kInvalidArgument, "the ibverbs pair to peer "
+                                                            << channel->description()
+                                                            << " was closed (its context was "
+                                                               "destroyed)"));
     }
     loop.reset();
     queue_pairs.clear();

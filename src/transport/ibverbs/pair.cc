@@ -18,10 +18,10 @@ class IbRequest : public Request {
 
 IbPair::~IbPair() {
   channel_->flush_abort(kAbortFlushLimit);
-  channel_->close(RINGD_IB_ERROR(kInvalidArgument, "the ibverbs pair to peer "
-                                                       << channel_->description()
-                                                       << " was closed (its context was "
-                                                          "destroyed)"));
+  channel_->close(RINGD_MAKE_ERROR(kInvalidArgument, "the ibverbs pair to peer "
+                                                         << channel_->description()
+                                                         << " was closed (its context was "
+                                                            "destroyed)"));
 }
 
 RequestPtr IbPair::isend(const void* data, size_t bytes, uint64_t tag) {

@@ -7,28 +7,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "transport/tcp/handshake.h"
 
 namespace ringd::tcp {
-
-Error capture_error(const std::function<void()>& thrower) {
-  try {
-    thrower();
-  } catch (const Error& error) {
-    return error;
-  }
-  return Error(ErrorCode::kInternal, "capture_error: nothing was thrown");
-}
-
-std::string describe_tag(uint64_t tag) {
-  char text[96];
-  std::snprintf(text, sizeof(text), "tag 0x%llx (operation %llu, message %llu)",
-                static_cast<unsigned long long>(tag), static_cast<unsigned long long>(tag >> 24),
-                static_cast<unsigned long long>(tag & 0xFFFFFF));
-  return text;
-}
 
 PairChannel::PairChannel(int rank, int peer, IoLoop& loop)
     : rank_(rank), peer_(peer), loop_(loop) {}

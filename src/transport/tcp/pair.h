@@ -48,6 +48,7 @@
 
 #include "ringd/error.h"
 #include "ringd/transport.h"
+#include "transport/error_text.h"
 #include "transport/tcp/io_loop.h"
 #include "transport/tcp/socket.h"
 
@@ -170,13 +171,5 @@ class TcpPair : public Pair {
  private:
   std::shared_ptr<PairChannel> channel_;
 };
-
-// Formats a tag as "tag 0x... (operation N, message M)" (see make_tag).
-std::string describe_tag(uint64_t tag);
-
-// Builds an Error with the same [file:line] breadcrumb RINGD_THROW would add, to store it.
-#define RINGD_MAKE_ERROR(code, stream_expr) \
-  ::ringd::tcp::capture_error([&] { RINGD_THROW(code, stream_expr); })
-Error capture_error(const std::function<void()>& thrower);
 
 }  // namespace ringd::tcp
