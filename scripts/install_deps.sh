@@ -14,7 +14,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libibverbs-dev rdma-core
-  python3 python3-numpy
+  python3 python3-numpy python3-venv
   iproute2 procps
   git clang-format
 )
