@@ -11,9 +11,9 @@
 // Sequence (the dialer connect()s, the acceptor accept()s; K = the job secret):
 //
 //   dialer                                                   acceptor
-//     | HELLO     kind u32 (1 pair, 2 store client), dialer rank i32,  |
-//     |           target rank i32, world size i32, Nd u8[16],          |
-//     |           address length u16, dialer's "host:port"             |
+//     | HELLO     kind u32 (1 pair, 2 store client, 3 ps worker),      |
+//     |           dialer rank i32, target rank i32, world size i32,    |
+//     |           Nd u8[16], address length u16, dialer's "host:port"  |
 //     |------------------------------------------------------------->| check magic, version,
 //     |                                                               | kind, body
 //     | CHALLENGE acceptor rank i32, Na u8[16], Ma u8[32]             |
@@ -64,7 +64,8 @@ constexpr size_t kNonceBytes = 16;
 constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
 
 enum class HandshakeType : uint32_t { kHello = 1, kChallenge = 2, kProof = 3, kResult = 4 };
-enum class PeerKind : uint32_t { kPair = 1, kStoreClient = 2 };
+// kPsWorker: a parameter-server worker calling a server (src/ps/), rank = the worker's rank.
+enum class PeerKind : uint32_t { kPair = 1, kStoreClient = 2, kPsWorker = 3 };
 enum class HandshakeStatus : uint32_t { kAccepted = 0, kProtocol = 1, kAuth = 2, kRefused = 3 };
 
 struct HelloInfo {

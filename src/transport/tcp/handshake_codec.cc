@@ -75,7 +75,8 @@ bool decode_hello(const std::vector<uint8_t>& body, HelloInfo* out) {
   out->address = reader.text(address_bytes);
   if (!reader.at_end() || address_bytes > 255) return false;
   if (kind != static_cast<uint32_t>(PeerKind::kPair) &&
-      kind != static_cast<uint32_t>(PeerKind::kStoreClient)) {
+      kind != static_cast<uint32_t>(PeerKind::kStoreClient) &&
+      kind != static_cast<uint32_t>(PeerKind::kPsWorker)) {
     return false;
   }
   out->kind = static_cast<PeerKind>(kind);

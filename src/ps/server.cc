@@ -1,0 +1,236 @@
+#include "ps/server.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/tunables.h"
+#include "ps/frame.h"
+#include "ps/shard_store.h"
+#include "ringd/error.h"
+#include "transport/tcp/acceptor.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/io_loop.h"
+
+namespace ringd::ps {
+
+struct ParameterServer::Impl {
+  explicit Impl(std::string server_name) : name(server_name), store(std::move(server_name)) {}
+
+  void serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t id);
+  void handle(Connection& connection, const Header& header, int* rank);
+
+  std::string name;  // "parameter server 10.0.0.2:7000"
+  std::string address;
+  uint16_t port = 0;
+  std::chrono::milliseconds timeout{0};
+  ShardStore store;
+  tcp::Fd stop_event;
+  std::unique_ptr<tcp::IoLoop> loop;
+  std::shared_ptr<tcp::Acceptor> acceptor;
+
+  std::mutex mutex;
+  bool stopping = false;             // guarded by mutex
+  std::map<uint64_t, int> live;      // connection id -> socket, guarded by mutex
+  std::vector<std::thread> threads;  // guarded by mutex
+  uint64_t next_id = 0;              // guarded by mutex
+};
+
+namespace {
+
+std::string tensor_what(const char* kind, const ShardStore& store, const Header& header) {
+  const std::string tensor =
+      header.tensors_size() > 0 ? store.tensor_name(header.tensors(0)) : std::string("(none)");
+  return std::string(kind) + " of '" + tensor + "' step " + std::to_string(header.step());
+}
+
+}  // namespace
+
+void ParameterServer::Impl::handle(Connection& connection, const Header& header, int* rank) {
+  if (header.type() != REGISTER && *rank < 0) {
+    RINGD_THROW(kProtocol, name << ": " << connection.peer() << " sent message type "
+                                << header.type() << " before REGISTER");
+  }
+  switch (header.type()) {
+    case REGISTER: {
+      if (*rank >= 0)
+        RINGD_THROW(kProtocol, name << ": " << connection.peer() << " registered twice");
+      store.register_worker(header.job(), connection.peer());
+      *rank = header.job().worker_rank();
+      Header reply;
+      reply.set_type(REGISTERED);
+      connection.send(reply, {}, "the REGISTERED reply");
+      return;
+    }
+    case INIT:
+    case PUSH: {
+      const char* kind = header.type() == INIT ? "INIT" : "PUSH";
+      if (header.tensors_size() != 1) {
+        RINGD_THROW(kProtocol, name << ": " << kind << " from worker " << *rank << " names "
+                                    << header.tensors_size() << " tensors (expected 1)");
+      }
+      const size_t index = header.tensors(0);
+      const std::string what = tensor_what(kind, store, header);
+      if (index >= store.tensor_count()) {
+        RINGD_THROW(kMismatch, name << ": " << kind << " from worker " << *rank << " of tensor #"
+                                    << index << ", but the job has " << store.tensor_count());
+      }
+      connection.expect_payload(store.count_of(index) * sizeof(float), what);
+      if (header.type() == INIT) {
+        float* into = store.begin_init(*rank, index);
+        connection.receive_payload(into, store.count_of(index) * sizeof(float), what);
+        store.init_done(index);
+        return;
+      }
+      float* slot = store.begin_push(*rank, index, header.step());
+      if (slot) {
+        connection.receive_payload(slot, store.count_of(index) * sizeof(float), what);
+        store.push_done(*rank, index, header.step(), header.learning_rate());
+      } else {
+        std::vector<float> gradient(store.count_of(index));
+        connection.receive_payload(gradient.data(), gradient.size() * sizeof(float), what);
+        store.apply_async(index, gradient.data(), header.learning_rate());
+      }
+      return;
+    }
+    case PULL: {
+      std::vector<const float*> values;
+      std::vector<std::vector<float>> scratch;
+      store.pull(header.step(), timeout, &values, &scratch);
+      Header reply;
+      reply.set_type(VALUES);
+      reply.set_step(header.step());
+      std::vector<PayloadPart> parts;
+      for (size_t k = 0; k < store.owned().size(); ++k) {
+        reply.add_tensors(static_cast<uint32_t>(store.owned()[k]));
+        parts.push_back({values[k], store.count_of(store.owned()[k]) * sizeof(float)});
+      }
+      connection.send(reply, parts, "the VALUES reply for step " + std::to_string(header.step()));
+      return;
+    }
+    default:
+      RINGD_THROW(kProtocol, name << ": " << connection.peer() << " sent unexpected message type "
+                                  << header.type());
+  }
+}
+
+void ParameterServer::Impl::serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t id) {
+  const std::string from = tcp::remote_address(socket.get());
+  Connection connection(std::move(socket),
+                        "worker " + std::to_string(hello.rank) + " (" + from + ")", timeout);
+  int rank = -1;
+  bool said_bye = false;
+  try {
+    for (;;) {
+      Header header;
+      bool closed = false;
+      if (!connection.receive_header(&header, true, stop_event.get(), &closed,
+                                     "the next request")) {
+        if (closed && rank >= 0 && !said_bye) {
+          RINGD_LOG(kWarn) << name << ": " << connection.peer() << " closed its connection without "
+                           << "saying BYE";
+          store.worker_lost(rank, connection.peer() + " closed its connection (died?)");
+        }
+        break;
+      }
+      if (header.type() == BYE) {
+        said_bye = true;
+        if (rank >= 0 && store.worker_left(rank)) {
+          RINGD_LOG(kInfo) << name << ": every worker has finished";
+        }
+        break;
+      }
+      if (header.type() == REGISTER && header.job().worker_rank() != hello.rank) {
+        RINGD_THROW(kProtocol, name << ": " << connection.peer() << " registers as worker "
+                                    << header.job().worker_rank() << " but said rank " << hello.rank
+                                    << " in its handshake");
+      }
+      handle(connection, header, &rank);
+    }
+  } catch (const Error& error) {
+    RINGD_LOG(kWarn) << name << ": closing the connection of " << connection.peer() << ": "
+                     << error.what();
+    if (connection.open()) {
+      try {
+        connection.send(error_header(static_cast<int>(error.code()), error.what()), {},
+                        "an ERROR reply");
+      } catch (const Error&) {  // the worker is gone: nothing more to tell it
+      }
+    }
+    if (rank >= 0) store.worker_lost(rank, std::string(error.what()));
+  } catch (const std::exception& error) {
+    RINGD_LOG(kError) << name << ": " << connection.peer() << ": " << error.what();
+    if (rank >= 0) store.worker_lost(rank, error.what());
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  live.erase(id);
+  connection.close();
+}
+
+ParameterServer::ParameterServer(const ServerOptions& options) {
+  tcp::Fd listener = tcp::listen_on(options.host, options.port, tunables().socket_buffer_bytes);
+  const uint16_t port = tcp::local_port(listener.get());
+  std::string host = options.advertise_host;
+  if (host.empty()) {
+    host = options.host == "0.0.0.0" || options.host.empty()
+               ? tcp::default_host_address(tunables().interface)
+               : options.host;
+  }
+  impl_ = std::make_unique<Impl>("parameter server " + host + ":" + std::to_string(port));
+  impl_->port = port;
+  impl_->address = host + ":" + std::to_string(port);
+  impl_->timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
+  impl_->stop_event = tcp::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl_->stop_event.valid()) {
+    RINGD_THROW(kIo, impl_->name << ": eventfd failed: " << tcp::errno_text(errno));
+  }
+  impl_->loop = std::make_unique<tcp::IoLoop>(impl_->name);
+  Impl& server = *impl_;
+  tcp::Acceptor::Callbacks callbacks;
+  callbacks.admit = [](const tcp::HelloInfo& hello) -> std::string {
+    return hello.kind == tcp::PeerKind::kPsWorker ? ""
+                                                  : "this port serves a ringd parameter server";
+  };
+  callbacks.on_admitted = [&server](tcp::Fd socket, const tcp::HelloInfo& hello) {
+    std::lock_guard<std::mutex> lock(server.mutex);
+    if (server.stopping) return;  // closes the socket
+    const uint64_t id = server.next_id++;
+    server.live[id] = socket.get();
+    server.threads.emplace_back(
+        [&server, id, hello, fd = socket.release()] { server.serve(tcp::Fd(fd), hello, id); });
+  };
+  impl_->acceptor = std::make_shared<tcp::Acceptor>(*impl_->loop, std::move(listener),
+                                                    tcp::resolve_secret(options.secret), -1,
+                                                    impl_->name, std::move(callbacks));
+  impl_->acceptor->start(impl_->acceptor);
+  RINGD_LOG(kInfo) << impl_->name << ": serving";
+}
+
+ParameterServer::~ParameterServer() {
+  impl_->loop->stop();
+  impl_->acceptor->close();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+    // Wakes threads blocked in poll() on a socket (and, through the eventfd, any about to).
+    for (const auto& [id, fd] : impl_->live) ::shutdown(fd, SHUT_RDWR);
+    threads.swap(impl_->threads);
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t written = ::write(impl_->stop_event.get(), &one, sizeof(one));
+  impl_->store.fail("the server is shutting down");
+  for (std::thread& thread : threads) thread.join();
+}
+
+uint16_t ParameterServer::port() const { return impl_->port; }
+std::string ParameterServer::address() const { return impl_->address; }
+void ParameterServer::wait_until_done() { impl_->store.wait_until_done(); }
+
+}  // namespace ringd::ps
