@@ -34,6 +34,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
+bench_name=compare
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 nodes=4
 rate=1gbit
@@ -62,12 +65,6 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare: unknown argument '$1'" >&2; usage ;;
   esac
 done
-check_number() { # name value min max
-  if ! [[ $2 =~ ^[0-9]+$ ]] || (($2 < $3 || $2 > $4)); then
-    echo "compare: $1 must be a number in $3..$4, got '$2'" >&2
-    exit 2
-  fi
-}
 check_number --nodes "$nodes" 2 250
 check_number --iters "$iters" 1 1000000
 check_number --repeat "$repeat" 1 100
@@ -75,116 +72,31 @@ check_number --wait-idle "$wait_idle" 0 100
 out=${out:-/tmp/ringd-compare-$rate-n$nodes}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
 wants() { [[ ,$systems, == *,$1,* ]]; }
-log() { echo "compare: $*" >&2; }
-
-# ---- prerequisites (installed once, only what is missing) ----
-ensure_packages() {
-  local missing=() package
-  for package in "$@"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" ||
-      missing+=("$package")
-  done
-  ((${#missing[@]} == 0)) && return 0
-  log "installing ${missing[*]}"
-  local sudo=
-  ((EUID == 0)) || sudo=sudo
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null ||
-    { $sudo apt-get update -q >/dev/null &&
-      $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; } ||
-    log "could not install ${missing[*]}; the parts needing them are skipped"
-}
-if ((EUID != 0)); then
-  echo "compare: needs root (network namespaces, tc); run with sudo" >&2
-  exit 1
-fi
+log() { bench_log "$@"; }
+require_root
 ensure_packages iperf3 libgloo-dev python3-matplotlib openmpi-bin libopenmpi-dev
 
 ringd=$build_dir/src/launcher/ringd
 mpi_ref=$build_dir/bench/mpi_allreduce_ref
 gloo_ref=$build_dir/bench/gloo_allreduce_ref
-if [[ ! -x $ringd || ! -x $mpi_ref ]] || { [[ ! -x $gloo_ref ]] && [[ -e /usr/include/gloo/allreduce.h ]]; }; then
-  log "building ringd and the references in $build_dir"
-  targets="ringd mpi_allreduce_ref"
-  [[ -e /usr/include/gloo/allreduce.h ]] && targets+=" gloo_allreduce_ref"
-  # A fresh build directory is configured without CUDA: the arena needs none of it.
-  cuda_off=()
-  [[ -f $build_dir/CMakeCache.txt ]] || cuda_off=(-DRINGD_WITH_CUDA=OFF)
-  RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=$targets scripts/build.sh "${cuda_off[@]}" >&2
-fi
+targets=(ringd mpi_allreduce_ref)
+[[ -e /usr/include/gloo/allreduce.h ]] && targets+=(gloo_allreduce_ref)
+ensure_built "$build_dir" "${targets[@]}"
 
 # ---- the cluster, always taken down ----
-mkdir -p "$out"
 work=$(mktemp -d /tmp/ringd-compare.XXXXXX)
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  bench/cluster.sh down "$nodes" || true
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-bench/cluster.sh down "$nodes"
-bench/cluster.sh up "$nodes" "$rate"
-# What else ran: on a shared 2-core machine other work shows up as noise in the small sizes.
-python3 - "$out/meta.json" "$nodes" "$rate" "$iters" "$repeat" "$wait_idle" <<'EOF'
-import json, os, subprocess, sys, time
-path, nodes, rate, iters, repeat, wait_idle = sys.argv[1:]
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-json.dump({"nodes": int(nodes), "rate": rate, "iters": int(iters), "repeat": int(repeat),
-           "wait_idle_percent": int(wait_idle), "cpus": os.cpu_count(),
-           "commit": commit.stdout.strip(),
-           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3]),
-           "ringd_env": {k: v for k, v in os.environ.items()
-                         if k.startswith("RINGD_") and "SECRET" not in k}},
-          open(path, "w"))
-EOF
+bench_cleanup_extra() { rm -rf "$work"; }
+cluster_up
+write_meta "bench/compare_allreduce.sh $*" "nodes=$nodes" "rate=$rate" "iters=$iters" \
+  "repeat=$repeat" "wait_idle_percent=$wait_idle"
 hostfile=$out/hostfile
 rm -f "$out/idle.log"
-: >"$hostfile"
-for ((i = 0; i < nodes; i++)); do echo "10.77.0.$((i + 1)) slots=1" >>"$hostfile"; done
-in_node() { local node=$1; shift; bench/cluster.sh exec "$node" "$@"; }
-
-# Percent of CPU time idle over the next second (all CPUs, from /proc/stat).
-idle_percent() {
-  local a b
-  a=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
-  sleep 1
-  b=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x, " "); split(b, y, " ");
-    printf "%d\n", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 100}'
-}
-await_idle() { # label
-  ((wait_idle > 0)) || return 0
-  local deadline=$((SECONDS + 300)) idle
-  while idle=$(idle_percent) && ((idle < wait_idle)); do
-    if ((SECONDS >= deadline)); then
-      log "$1: CPUs only $idle% idle after 5 min of waiting; measuring anyway"
-      echo "$1 idle=$idle% (gave up waiting)" >>"$out/idle.log"
-      return 0
-    fi
-    sleep 5
-  done
-  echo "$1 idle=$idle%" >>"$out/idle.log"
-}
+write_hostfile "$hostfile" 1
 
 # ---- (a) the line ----
-iperf_gbps() { # iperf3 -J output on stdin -> receiver GB/s
-  python3 -c 'import json,sys; print("%.4f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e9))'
-}
 line_gbps=
 if wants line; then
-  await_idle line
-  log "line: one TCP stream node0 -> node1 (iperf3, 5 s)"
-  in_node 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-  server=$!
-  sleep 0.5
-  in_node 0 iperf3 -c 10.77.0.2 -p 5201 -t 5 -J >"$out/line.json"
-  wait "$server" || true
-  line_gbps=$(iperf_gbps <"$out/line.json")
-  log "line: $line_gbps GB/s"
+  measure_line
 
   log "line: $nodes concurrent streams in a ring, node i -> node i+1 (iperf3, 5 s)"
   pids=()
@@ -212,16 +124,8 @@ EOF
 fi
 
 # ---- (b)-(e) the allreduce sweeps ----
-# (btl "tcp,self" is one Open MPI value; shellcheck mistakes the comma for an array separator.)
-# shellcheck disable=SC2054
-mpirun_flags=(--allow-run-as-root --oversubscribe --hostfile "$hostfile" -np "$nodes"
-  --map-by node --mca plm_rsh_agent "$repo/bench/netns_rsh.sh"
-  --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0
-  --mca mpi_yield_when_idle 1)
-ringd_env=(-x RINGD_IFACE=eth0 -x "RINGD_JOB_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')")
-while IFS='=' read -r name _; do
-  [[ $name == RINGD_IFACE || $name == RINGD_JOB_SECRET ]] || ringd_env+=(-x "$name")
-done < <(env | grep '^RINGD_[A-Z_]*=' || true)
+set_mpirun_common
+mpirun_flags=("${mpirun_common[@]}" --hostfile "$hostfile" -np "$nodes" --map-by node)
 
 # Sizes in bands, so that small sizes get many iterations and 64M a few (a full 4-node run stays
 # within a few minutes at 1gbit): -b -e iters warmup
@@ -281,27 +185,10 @@ for ((round = 1; round <= repeat; round++)); do
   done
 done
 
-python3 - "$out/meta.json" <<'EOF'
-import json, sys
-meta = json.load(open(sys.argv[1]))
-meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
-json.dump(meta, open(sys.argv[1], "w"))
-EOF
+finish_meta
 
 # ---- table and plot ----
-# The first python3 that has matplotlib (apt's python3-matplotlib serves /usr/bin/python3, which a
-# pyenv or venv python3 on PATH does not see); pip as the last resort.
-plot_python=
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import matplotlib' 2>/dev/null; then
-    plot_python=$candidate
-    break
-  fi
-done
-if [[ -z $plot_python ]]; then
-  python3 -m pip install -q matplotlib >&2 || log "pip install matplotlib failed: no PNG"
-  plot_python=python3
-fi
+find_plot_python
 plot_args=(--dir "$out" --rate "$rate" --table "$out/table.md" --png "$out/allreduce_busbw.png")
 [[ -n $line_gbps ]] && plot_args+=(--line-GBps "$line_gbps")
 "$plot_python" bench/plot_allreduce.py "${plot_args[@]}"

@@ -29,6 +29,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
+bench_name=compare_hierarchy
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 command_line="bench/compare_hierarchy.sh $*"
 
 nodes=4
@@ -60,12 +63,6 @@ while [[ $# -gt 0 ]]; do
     *) echo "compare_hierarchy: unknown argument '$1'" >&2; usage ;;
   esac
 done
-check_number() { # name value min max
-  if ! [[ $2 =~ ^[0-9]+$ ]] || (($2 < $3 || $2 > $4)); then
-    echo "compare_hierarchy: $1 must be a number in $3..$4, got '$2'" >&2
-    exit 2
-  fi
-}
 check_number --nodes "$nodes" 2 250
 check_number --devices "$devices" 1 64
 check_number --iters "$iters" 1 1000000
@@ -74,104 +71,30 @@ check_number --wait-idle "$wait_idle" 0 100
 out=${out:-/tmp/ringd-hierarchy-$rate-n${nodes}x$devices}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
 wants() { [[ ,$systems, == *,$1,* ]]; }
-log() { echo "compare_hierarchy: $*" >&2; }
-
-if ((EUID != 0)); then
-  echo "compare_hierarchy: needs root (network namespaces, tc); run with sudo" >&2
-  exit 1
-fi
+log() { bench_log "$@"; }
+require_root
 for tool in mpirun iperf3 python3; do
   command -v "$tool" >/dev/null || log "$tool not found (apt-get install openmpi-bin iperf3 python3)"
 done
 ringd=$build_dir/src/launcher/ringd
-if [[ ! -x $ringd ]]; then
-  log "building ringd in $build_dir"
-  cuda_off=()
-  [[ -f $build_dir/CMakeCache.txt ]] || cuda_off=(-DRINGD_WITH_CUDA=OFF)
-  RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=ringd scripts/build.sh "${cuda_off[@]}" >&2
-fi
+ensure_built "$build_dir" ringd
 
 # ---- the cluster, always taken down ----
-mkdir -p "$out"
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  bench/cluster.sh down "$nodes" || true
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-bench/cluster.sh down "$nodes"
-bench/cluster.sh up "$nodes" "$rate"
-python3 - "$out/meta.json" "$command_line" "$nodes" "$devices" "$rate" "$iters" "$repeat" \
-  "$wait_idle" <<'EOF'
-import json, os, subprocess, sys, time
-path, command, nodes, devices, rate, iters, repeat, wait_idle = sys.argv[1:]
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-json.dump({"command": command, "nodes": int(nodes), "devices": int(devices), "rate": rate,
-           "iters": int(iters), "repeat": int(repeat), "wait_idle_percent": int(wait_idle),
-           "cpus": os.cpu_count(), "commit": commit.stdout.strip(), "nice": os.nice(0),
-           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3]),
-           "ringd_env": {k: v for k, v in os.environ.items()
-                         if k.startswith("RINGD_") and "SECRET" not in k}},
-          open(path, "w"))
-EOF
+cluster_up
+write_meta "$command_line" "nodes=$nodes" "devices=$devices" "rate=$rate" "iters=$iters" \
+  "repeat=$repeat" "wait_idle_percent=$wait_idle"
 # One hostfile per shape: one slot per node (hierarchical), L slots per node (flat).
-: >"$out/hosts-1"
-: >"$out/hosts-$devices"
-for ((i = 0; i < nodes; i++)); do
-  echo "10.77.0.$((i + 1)) slots=1" >>"$out/hosts-1"
-  echo "10.77.0.$((i + 1)) slots=$devices" >>"$out/hosts-$devices"
-done
-in_node() { local node=$1; shift; bench/cluster.sh exec "$node" "$@"; }
-
-idle_percent() { # percent of CPU time idle over the next second
-  local a b
-  a=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
-  sleep 1
-  b=$(awk '/^cpu / {print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x, " "); split(b, y, " ");
-    printf "%d\n", (y[2] > x[2]) ? 100 * (y[1] - x[1]) / (y[2] - x[2]) : 100}'
-}
-await_idle() { # label
-  ((wait_idle > 0)) || return 0
-  local deadline=$((SECONDS + 300)) idle
-  while idle=$(idle_percent) && ((idle < wait_idle)); do
-    if ((SECONDS >= deadline)); then
-      echo "$1 idle=$idle% (gave up waiting)" >>"$out/idle.log"
-      return 0
-    fi
-    sleep 5
-  done
-  echo "$1 idle=$idle%" >>"$out/idle.log"
-}
-
+write_hostfile "$out/hosts-1" 1
+write_hostfile "$out/hosts-$devices" "$devices"
 # ---- the line ----
 line_gbps=
 if wants line; then
-  await_idle line
-  log "line: one TCP stream node0 -> node1 (iperf3, 5 s)"
-  in_node 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-  server=$!
-  sleep 0.5
-  in_node 0 iperf3 -c 10.77.0.2 -p 5201 -t 5 -J >"$out/line.json"
-  wait "$server" || true
-  line_gbps=$(python3 -c 'import json,sys; print("%.4f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e9))' "$out/line.json")
-  log "line: $line_gbps GB/s"
+  measure_line
 fi
 
 # ---- the sweeps ----
-# (btl "tcp,self" is one Open MPI value; shellcheck mistakes the comma for an array separator.)
-# shellcheck disable=SC2054
-mpirun_common=(--allow-run-as-root --oversubscribe --bind-to none
-  --mca plm_rsh_agent "$repo/bench/netns_rsh.sh" --mca btl tcp,self
-  --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1
-  -x RINGD_IFACE=eth0 -x "RINGD_JOB_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')")
-while IFS='=' read -r name _; do
-  [[ $name == RINGD_IFACE || $name == RINGD_JOB_SECRET ]] || mpirun_common+=(-x "$name")
-done < <(env | grep '^RINGD_[A-Z_]*=' || true)
+set_mpirun_common
+mpirun_common+=("${ringd_env[@]}")
 
 bands=("4K 64K $((iters * 5)) $((iters / 2 + 2))"
   "256K 1M $iters $((iters / 4 + 1))"
@@ -217,15 +140,9 @@ for ((round = 1; round <= repeat; round++)); do
   done
 done
 
-python3 - "$out/meta.json" <<'EOF'
-import json, sys
-meta = json.load(open(sys.argv[1]))
-meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
-json.dump(meta, open(sys.argv[1], "w"))
-EOF
+finish_meta
 
-plot_python=python3
-python3 -c 'import matplotlib' 2>/dev/null || plot_python=/usr/bin/python3
+find_plot_python
 plot_args=(--dir "$out" --rate "$rate" --nodes "$nodes" --devices "$devices"
   --table "$out/table.md" --png "$out/hierarchy_nodebw.png")
 [[ -n $line_gbps ]] && plot_args+=(--line-GBps "$line_gbps")
