@@ -131,7 +131,8 @@ for file in "${rendered[@]}"; do
 done
 
 # ---- what the schema cannot see ---------------------------------------------------------------
-check_args=(--dockerfile "$root/Dockerfile" --launcher-doc "$repo/docs/launcher.md")
+check_args=(--dockerfile "$root/Dockerfile" --launcher-doc "$repo/docs/launcher.md"
+  --tunables-doc "$repo/docs/tunables.md")
 [[ -n ${RINGD_BINARY:-} ]] && check_args+=(--ringd "$RINGD_BINARY")
 if ((${#rendered[@]} > 0)) &&
   ! "$venv/bin/python" "$repo/tests/k8s/check_manifests.py" "${check_args[@]}" "${rendered[@]}"; then

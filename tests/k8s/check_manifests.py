@@ -8,7 +8,8 @@ each other (replicas and RINGD_REPLICAS, the Service's name and RINGD_SERVICE, p
 and with docs/launcher.md (ports, paths, variables), and, given the ringd binary, every flag the
 manifests pass to ringd exists in that binary's --help.
 
-  check_manifests.py [--ringd BINARY] [--dockerfile F] [--launcher-doc F] RENDERED.yaml...
+  check_manifests.py [--ringd BINARY] [--dockerfile F] [--launcher-doc F] [--tunables-doc F]
+                     RENDERED.yaml...
 
 Run by scripts/validate_k8s.sh on each overlay's `kubectl kustomize` output (the file name is the
 overlay's). Prints every problem, naming overlay, object and field; exits 1 if there is any.
@@ -47,6 +48,10 @@ class Checker:
         self.help_cache = {}
         self.image_uid = self.dockerfile_uid(args.dockerfile) if args.dockerfile else None
         self.doc = open(args.launcher_doc).read() if args.launcher_doc else None
+        # Every RINGD_* variable the docs describe: a manifest setting another is a typo that
+        # ringd would never read.
+        documented = "".join(open(p).read() for p in (args.launcher_doc, args.tunables_doc) if p)
+        self.variables = set(re.findall(r"RINGD_[A-Z0-9_]+", documented)) if documented else None
 
     def fail(self, where, what):
         self.problems.append(f"{where}: {what}")
@@ -105,6 +110,11 @@ class Checker:
                         self.fail(cwhere, f"mounts volume {mount['name']!r} at "
                                           f"{mount['mountPath']}, which the pod does not have")
                 env = self.environment(cwhere, container, configmaps)
+                if self.variables is not None:
+                    for name in sorted(env):
+                        if name.startswith("RINGD_") and name not in self.variables:
+                            self.fail(cwhere, f"sets {name}, which neither docs/tunables.md nor "
+                                              "docs/launcher.md describes (a typo?)")
                 self.check_secret(cwhere, container, pod, env, secrets)
                 command = container.get("command", []) + container.get("args", [])
                 if command[:1] != ["ringd"]:
@@ -324,6 +334,7 @@ def main():
     parser.add_argument("--ringd", help="check the manifests' ringd flags against this binary")
     parser.add_argument("--dockerfile", help="the Dockerfile whose USER the pods must run as")
     parser.add_argument("--launcher-doc", help="docs/launcher.md")
+    parser.add_argument("--tunables-doc", help="docs/tunables.md")
     parser.add_argument("rendered", nargs="+", help="one overlay's kubectl kustomize output each")
     args = parser.parse_args()
     checker = Checker(args)

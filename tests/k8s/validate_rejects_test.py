@@ -60,6 +60,7 @@ configMapGenerator:
     behavior: merge
     literals:
       - RINGD_REPLICAS=7
+      - RINGD_IB_GID_IDX=3
 """
 
 FAKE_RINGD = """#!/bin/sh
@@ -130,6 +131,8 @@ def main():
         ("patch that does not apply", "k8s/overlays/bench does not render"),
         ("RINGD_REPLICAS out of step", "rdma: StatefulSet/ringd container ringd: RINGD_REPLICAS=7 "
                                        "but the StatefulSet has 4 replicas"),
+        ("a variable ringd does not read", "rdma: StatefulSet/ringd container ringd: sets "
+                                           "RINGD_IB_GID_IDX, which neither"),
         ("root without IPC_LOCK", "root: StatefulSet/ringd container ringd: runs as root"),
         ("Service not publishing not-ready pods", "ps: StatefulSet/ringd-ps: Service ringd-ps "
                                                   "lacks publishNotReadyAddresses"),
