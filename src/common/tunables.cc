@@ -141,6 +141,12 @@ Tunables load() {
         std::string(v) == "auto" ? -1 : parse_small_int("RINGD_IB_GID_INDEX", v, 0, 255);
   }
   load_fusion(t);
+  if (const char* v = env("RINGD_AGENT_PORT")) {
+    t.agent_port = parse_small_int("RINGD_AGENT_PORT", v, 1, 65535);
+  }
+  if (const char* v = env("RINGD_HTTP_PORT")) {
+    t.http_port = parse_small_int("RINGD_HTTP_PORT", v, 1, 65535);
+  }
   return t;
 }
 
@@ -205,6 +211,14 @@ const std::vector<TunableInfo>& tunable_table() {
        "fusion engine: float32 allreduces travel as none, fp16 or bf16 (each combine in f32)"},
       {"RINGD_FUSION_THREADS", "0",
        "fusion engine: threads copying tensors in and out of the fusion buffer; 0 = min(4, cores)"},
+      {"RINGD_AGENT_PORT", "29400",
+       "ringd agent's exec service port (ringd exec, ringd launch's readiness ping use it too)"},
+      {"RINGD_HTTP_PORT", "29401", "ringd agent's HTTP port: /healthz, /readyz, /metrics"},
+      {"RINGD_REPLICAS", "(unset)",
+       "the StatefulSet's replicas; set, it makes this process a StatefulSet pod (rank = "
+       "ordinal of its pod name, size = replicas)"},
+      {"RINGD_SERVICE", "(set name)", "the headless Service that gives the pods DNS names"},
+      {"RINGD_CLUSTER_DOMAIN", "cluster.local", "the cluster's DNS domain"},
   };
   return table;
 }

@@ -34,6 +34,11 @@ struct Tunables {
   std::string timeline;                      // RINGD_TIMELINE: Chrome-trace JSON file
   std::string compression = "none";          // RINGD_COMPRESSION: none, fp16 or bf16
   int fusion_threads = 0;                    // RINGD_FUSION_THREADS (0 = min(4, cores))
+  // The launcher (docs/launcher.md). RINGD_REPLICAS, RINGD_SERVICE and RINGD_CLUSTER_DOMAIN are
+  // read with the pod's other identity inputs by src/launcher/topology.cc's environment lookup
+  // (so identity is unit-tested from a fake environment); they are listed in tunable_table().
+  int agent_port = 29400;  // RINGD_AGENT_PORT: the agent's exec service
+  int http_port = 29401;   // RINGD_HTTP_PORT: the agent's /healthz /readyz /metrics
 };
 
 struct TunableInfo {

@@ -7,6 +7,7 @@
 
 #include "common/tunables.h"
 #include "launcher/bench_command.h"
+#include "launcher/pod_commands.h"
 #include "launcher/replay_command.h"
 #include "launcher/version.h"
 #include "ringd/config.h"
@@ -250,6 +251,11 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
       "list the RINGD_* environment variables and exit");
   app.require_subcommand(1);
   app.footer("Run `ringd <command> --help` for a command's options.");
+  // Listed for `ringd --help` only: run_command_line hands these to pod_commands.h first.
+  app.add_subcommand("agent", "a pod's health/metrics endpoint and authenticated exec service");
+  app.add_subcommand("exec", "run a command on another pod's agent (Open MPI's rsh agent)");
+  app.add_subcommand("hostfile", "wait for every pod's agent, then write mpirun's hostfile");
+  app.add_subcommand("launch", "pod 0: wait for the pods, run mpirun through their agents");
 
   BenchConfig& config = command->bench;
   BenchFlagText text;
@@ -285,6 +291,7 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
 
 int run_command_line(int argc, const char* const* argv) {
   if (is_replay_command(argc, argv)) return run_replay_command_line(argc, argv);
+  if (is_pod_command(argc, argv)) return run_pod_command(argc, argv);
   CommandLine command;
   int exit_code = 0;
   if (!parse_command_line(argc, argv, &command, &exit_code)) return exit_code;

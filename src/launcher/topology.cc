@@ -1,5 +1,8 @@
 #include "launcher/topology.h"
 
+#include <unistd.h>
+
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -20,8 +23,41 @@ int parse_non_negative(const char* text) {
 }  // namespace
 
 EnvLookup process_environment() {
-  return [](const char* name) -> const char* { return std::getenv(name); };
+  return [](const char* name) -> const char* {
+    const char* value = std::getenv(name);
+    if (value || std::string(name) != "HOSTNAME") return value;
+    static char hostname[HOST_NAME_MAX + 1] = {};
+    if (!hostname[0] && ::gethostname(hostname, sizeof(hostname) - 1) != 0) return nullptr;
+    return hostname;
+  };
 }
+
+namespace {
+
+// Whether the StatefulSet inputs speak: replicas or a pod name given explicitly.
+bool statefulset_given(const TopologyFlags& flags, const EnvLookup& env) {
+  return flags.replicas != -1 || !flags.pod_name.empty() || env("RINGD_REPLICAS") != nullptr;
+}
+
+// Rank = ordinal, size = replicas; --rank/--size, when given too, must say the same.
+void apply_pod_identity(const TopologyFlags& flags, Topology* topology) {
+  const PodIdentity& pod = topology->pod;
+  const std::string name = pod.set_name + "-" + std::to_string(pod.ordinal);
+  if (flags.rank != -1 && flags.rank != pod.ordinal) {
+    RINGD_THROW(kInvalidArgument, "--rank " << flags.rank << " disagrees with pod " << name
+                                            << " (ordinal " << pod.ordinal
+                                            << "); drop --rank in a StatefulSet");
+  }
+  if (flags.size != -1 && flags.size != pod.replicas) {
+    RINGD_THROW(kInvalidArgument, "--size " << flags.size << " disagrees with the StatefulSet's "
+                                            << pod.replicas
+                                            << " replicas (--replicas / RINGD_REPLICAS)");
+  }
+  topology->rank = pod.ordinal;
+  topology->size = pod.replicas;
+}
+
+}  // namespace
 
 void parse_host_port(const std::string& flag, const std::string& text, std::string* host,
                      uint16_t* port) {
@@ -99,6 +135,19 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
                                         << topology.rank << " of " << topology.size
                                         << "); drop them under mpirun");
     }
+    // Under mpirun Open MPI decides the rank (several slots per pod make rank != ordinal); the pod
+    // is resolved only when asked for on the command line, and then only to name the pods.
+    if (flags.replicas != -1 || !flags.pod_name.empty()) {
+      topology.pod = resolve_pod_identity(flags, env);
+    }
+  } else if (statefulset_given(flags, env)) {
+    topology.pod = resolve_pod_identity(flags, env);
+    apply_pod_identity(flags, &topology);
+    if (topology.transport == "mpi" && topology.size > 1) {
+      RINGD_THROW(kInvalidArgument,
+                  "--transport mpi needs mpirun to start the ranks; in a StatefulSet without "
+                  "mpirun use --transport tcp (rendezvous at pod 0)");
+    }
   } else {
     if ((flags.rank == -1) != (flags.size == -1)) {
       RINGD_THROW(kInvalidArgument, "give --rank and --size together (or launch with mpirun)");
@@ -127,6 +176,10 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
     }
     parse_host_port("--rendezvous", flags.rendezvous, &topology.rendezvous_host,
                     &topology.rendezvous_port);
+  } else if (uses_store && topology.size > 1 && topology.pod.ordinal >= 0) {
+    // Standalone in a StatefulSet: pod 0 serves the store at its stable DNS name.
+    topology.rendezvous_host = pod_dns_name(topology.pod, 0);
+    topology.rendezvous_port = kDefaultRendezvousPort;
   } else if (uses_store && topology.size > 1 && !(topology.under_mpirun && have_mpi)) {
     RINGD_THROW(kInvalidArgument, "rank " << topology.rank << " of " << topology.size
                                           << ": --rendezvous host:port is required (rank 0 serves "

@@ -1,0 +1,200 @@
+#include "launcher/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ringd/error.h"
+
+extern char** environ;
+
+namespace ringd::launcher {
+namespace {
+
+void make_pipe(tcp::Fd* read_end, tcp::Fd* write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) RINGD_THROW(kIo, "pipe2: " << std::strerror(errno));
+  read_end->reset(fds[0]);
+  write_end->reset(fds[1]);
+}
+
+// Between fork and exec: only async-signal-safe calls. Reports errno through `error_fd` and exits.
+[[noreturn]] void exec_child(const SpawnOptions& options, const char* program, char* const* argv,
+                             char* const* envp, int stdin_fd, int stdout_fd, int stderr_fd,
+                             int error_fd, pid_t parent) {
+  if (options.new_session) ::setsid();
+  if (options.die_with_parent) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+  }
+  if (stdin_fd >= 0) {
+    ::dup2(stdin_fd, 0);
+    ::dup2(stdout_fd, 1);
+    ::dup2(stderr_fd, 2);
+  }
+  // Undo what the agent changed for itself: ignored signals (SIGPIPE) and blocked ones survive
+  // exec.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) ::sigaction(s, &default_action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(program, argv, envp);
+  const int error = errno;
+  ssize_t ignored = ::write(error_fd, &error, sizeof(error));
+  (void)ignored;
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::string find_program(const std::string& name, const std::string& path) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return name;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string directory = end == start ? "." : path.substr(start, end - start);
+    const std::string candidate = directory + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> out;
+  for (char** entry = environ; entry && *entry; ++entry) out.emplace_back(*entry);
+  return out;
+}
+
+std::unique_ptr<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
+  RINGD_CHECK_ARG(!options.argv.empty(), "spawn: no program given");
+  const std::string program = find_program(options.argv[0], options.path);
+  if (program.empty()) {
+    RINGD_THROW(kInvalidArgument,
+                "cannot run " << options.argv[0] << ": not found in PATH=" << options.path);
+  }
+  std::vector<char*> argv;
+  for (const std::string& word : options.argv) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& entry : options.environment)
+    envp.push_back(const_cast<char*>(entry.c_str()));
+  envp.push_back(nullptr);
+
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->group_ = options.new_session;
+  tcp::Fd child_stdin, child_stdout, child_stderr;
+  if (options.pipe_stdio) {
+    make_pipe(&child_stdin, &child->stdin_);
+    make_pipe(&child->stdout_, &child_stdout);
+    make_pipe(&child->stderr_, &child_stderr);
+  }
+  tcp::Fd error_read, error_write;
+  make_pipe(&error_read, &error_write);
+  make_pipe(&child->exit_read_, &child->exit_write_);
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) RINGD_THROW(kIo, "fork for " << program << ": " << std::strerror(errno));
+  if (pid == 0) {
+    exec_child(options, program.c_str(), argv.data(), envp.data(), child_stdin.get(),
+               child_stdout.get(), child_stderr.get(), error_write.get(), parent);
+  }
+  child->pid_ = pid;
+  error_write.reset();
+  child_stdin.reset();
+  child_stdout.reset();
+  child_stderr.reset();
+  for (int fd : {child->stdin_.get(), child->stdout_.get(), child->stderr_.get()}) {
+    if (fd >= 0) tcp::set_nonblocking(fd);
+  }
+  // The reaper starts before we look at exec's outcome, so a failed exec is reaped too.
+  ChildProcess* raw = child.get();
+  child->reaper_ = std::thread([raw] {
+    int status = 0;
+    while (::waitpid(raw->pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    raw->status_.store(status);
+    raw->exited_.store(true);
+    const char byte = 1;
+    ssize_t ignored = ::write(raw->exit_write_.get(), &byte, 1);
+    (void)ignored;
+  });
+  int exec_error = 0;
+  ssize_t got;
+  while ((got = ::read(error_read.get(), &exec_error, sizeof(exec_error))) < 0 && errno == EINTR) {
+  }
+  if (got == sizeof(exec_error)) {
+    child->wait_for_exit(std::chrono::milliseconds(-1));
+    RINGD_THROW(kInvalidArgument, "cannot run " << program << ": " << std::strerror(exec_error));
+  }
+  return child;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !exited_.load()) {
+    signal(SIGKILL);
+  }
+  if (reaper_.joinable()) reaper_.join();
+}
+
+std::string ChildProcess::describe_status() const {
+  const int status = status_.load();
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "exit " + std::to_string(WEXITSTATUS(status));
+}
+
+int ChildProcess::exit_code() const {
+  const int status = status_.load();
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+void ChildProcess::signal(int signal_number) {
+  if (pid_ <= 0 || exited_.load()) return;
+  // A group that is already gone (ESRCH) is fine: there is nothing left to signal.
+  if (group_) ::kill(-pid_, signal_number);
+  ::kill(pid_, signal_number);
+}
+
+void ChildProcess::signal_leader(int signal_number) {
+  if (pid_ > 0 && !exited_.load()) ::kill(pid_, signal_number);
+}
+
+bool ChildProcess::wait_for_exit(std::chrono::milliseconds timeout) {
+  pollfd entry{exit_read_.get(), POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!exited_.load()) {
+    int wait_ms = -1;
+    if (timeout.count() >= 0) {
+      wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now())
+                                     .count());
+      if (wait_ms <= 0) return exited_.load();
+    }
+    ::poll(&entry, 1, wait_ms);
+  }
+  return true;
+}
+
+void ChildProcess::terminate(std::chrono::milliseconds grace) {
+  signal(SIGTERM);
+  if (!wait_for_exit(grace)) {
+    signal(SIGKILL);
+    wait_for_exit(std::chrono::milliseconds(-1));
+  }
+  // A group leader that ended on SIGTERM may leave members that ignored it.
+  if (group_) ::kill(-pid_, SIGKILL);
+}
+
+}  // namespace ringd::launcher

@@ -1,0 +1,87 @@
+// A child process for the agent (commands of `ringd exec`) and for `ringd launch` (mpirun):
+// started with fork/execve from argument and environment vectors prepared beforehand (nothing but
+// async-signal-safe calls between fork and exec), optionally in a new session (its own process
+// group, so it and everything it starts can be signalled together) and with SIGKILL on the death
+// of the thread that started it. A reaper thread blocks in waitpid() and then makes exit_fd()
+// readable, so callers wait for the child in the same poll() as for everything else.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/tcp/socket.h"
+
+namespace ringd::launcher {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;         // argv[0]: a path, or a name searched in `path`
+  std::vector<std::string> environment;  // "NAME=VALUE" each: the child's whole environment
+  std::string path;                      // the PATH for finding argv[0] (the child's)
+  bool pipe_stdio = true;                // false: the child shares this process's stdio
+  bool new_session = true;               // setsid(): its own process group
+  bool die_with_parent = true;           // PR_SET_PDEATHSIG SIGKILL
+};
+
+class ChildProcess {
+ public:
+  // Throws ringd::Error(kInvalidArgument) when the program is not found or cannot be executed
+  // ("cannot run orted: No such file or directory"), kIo when fork or pipes fail.
+  static std::unique_ptr<ChildProcess> spawn(const SpawnOptions& options);
+  ~ChildProcess();  // a child still running is killed (SIGKILL to its group) and reaped
+
+  pid_t pid() const { return pid_; }
+  // Pipe ends (-1 without pipe_stdio, or once closed). Non-blocking.
+  int stdin_fd() const { return stdin_.get(); }
+  int stdout_fd() const { return stdout_.get(); }
+  int stderr_fd() const { return stderr_.get(); }
+  void close_stdin() { stdin_.reset(); }
+  void close_stdout() { stdout_.reset(); }
+  void close_stderr() { stderr_.reset(); }
+
+  // Readable once the child has been reaped.
+  int exit_fd() const { return exit_read_.get(); }
+  bool exited() const { return exited_.load(); }
+  int wait_status() const { return status_.load(); }  // meaningful once exited()
+  // "exit N" or "signal N".
+  std::string describe_status() const;
+  // The exit code a shell would report: N, or 128 + signal.
+  int exit_code() const;
+
+  // Sends `signal` to the child's process group (or the child without new_session).
+  void signal(int signal_number);
+  // Sends `signal` to the child alone (mpirun, which then ends its job in order).
+  void signal_leader(int signal_number);
+  // SIGTERM, up to `grace` for it to end, then SIGKILL; returns once reaped.
+  void terminate(std::chrono::milliseconds grace);
+  // Blocks until the child was reaped, or `timeout` passed (false).
+  bool wait_for_exit(std::chrono::milliseconds timeout);
+
+ private:
+  ChildProcess() = default;
+
+  pid_t pid_ = -1;
+  bool group_ = false;
+  tcp::Fd stdin_;
+  tcp::Fd stdout_;
+  tcp::Fd stderr_;
+  tcp::Fd exit_read_;
+  tcp::Fd exit_write_;
+  std::atomic<bool> exited_{false};
+  std::atomic<int> status_{0};
+  std::thread reaper_;
+};
+
+// The executable `name` would run as: itself when it contains '/', else the first executable file
+// of that name in the ':'-separated `path`; "" when none.
+std::string find_program(const std::string& name, const std::string& path);
+
+// This process's environment as "NAME=VALUE" strings.
+std::vector<std::string> current_environment();
+
+}  // namespace ringd::launcher

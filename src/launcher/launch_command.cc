@@ -1,0 +1,296 @@
+// `ringd hostfile` and `ringd launch` (pod 0): wait for every pod's agent, write mpirun's hostfile,
+// run mpirun with Open MPI's rsh agent set to `ringd exec`, forward SIGTERM/SIGINT, and mark the
+// job done so that a restarted pod 0 does not train again. Exit codes: pod_commands.h.
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "common/tunables.h"
+#include "launcher/child_process.h"
+#include "launcher/exec_client.h"
+#include "launcher/launch_plan.h"
+#include "launcher/pod_commands.h"
+#include "launcher/pod_flags.h"
+#include "ringd/error.h"
+
+namespace ringd::launcher {
+namespace {
+
+constexpr const char* kLaunchFooter = R"(
+Steps: (1) a completion marker from an earlier run ends here with exit 0; (2) wait until every
+pod's DNS name resolves and its agent answers an authenticated ping; (3) write the hostfile;
+(4) mpirun --hostfile H -np replicas*slots --mca plm_rsh_agent "<ringd> exec" ... COMMAND,
+forwarding SIGTERM/SIGINT; (5) on success write the marker.
+
+Exit codes: 0 done (or already done), 1 mpirun failed, 2 bad command line or identity, 3 peers
+not ready in time, 4 marker/hostfile path not writable, 5 mpirun not found, 128+N signal N.
+See docs/launcher.md.
+)";
+
+struct LaunchFlags {
+  std::string hostfile = "/var/lib/ringd/hostfile";
+  int slots = 1;
+  double wait_timeout_s = 300;
+  uint16_t agent_port = 0;
+  std::string marker = "/var/lib/ringd/launch.done";
+  bool no_marker = false;
+  std::string interface;
+  bool oversubscribed = false;
+  std::string mpirun = "mpirun";
+  std::vector<std::string> mpirun_args;
+  TopologyFlags identity;
+};
+
+void add_hostfile_options(CLI::App* app, LaunchFlags* flags) {
+  app->add_option("--hostfile", flags->hostfile,
+                  "where to write mpirun's hostfile (default /var/lib/ringd/hostfile)");
+  app->add_option("--slots", flags->slots, "ranks per pod (default 1)")->check(CLI::Range(1, 4096));
+  app->add_option("--wait-timeout", flags->wait_timeout_s,
+                  "seconds to wait for every pod's agent (default 300)")
+      ->check(CLI::Range(0.0, 1e6));
+  app->add_option("--exec-port", flags->agent_port,
+                  "the agents' exec port (default RINGD_AGENT_PORT, 29400)");
+  add_identity_options(app, &flags->identity);
+}
+
+std::string self_path() {
+  char path[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return "ringd";
+  return std::string(path, static_cast<size_t>(length));
+}
+
+// Identity, secret and ports; throws with a message naming what is wrong.
+struct Job {
+  PodIdentity pod;
+  std::string secret;
+  std::vector<std::string> hosts;
+};
+
+Job resolve_job(LaunchFlags* flags) {
+  Job job;
+  const Tunables& t = tunables();
+  job.secret = t.job_secret;
+  if (flags->agent_port == 0) flags->agent_port = static_cast<uint16_t>(t.agent_port);
+  if (flags->interface.empty()) flags->interface = t.interface;
+  if (job.secret.empty()) {
+    RINGD_THROW(kInvalidArgument,
+                "no job secret: set RINGD_JOB_SECRET or RINGD_JOB_SECRET_FILE (the agents accept "
+                "only callers that prove it)");
+  }
+  job.pod = resolve_pod_identity(flags->identity, process_environment());
+  for (int i = 0; i < job.pod.replicas; ++i) job.hosts.push_back(pod_dns_name(job.pod, i));
+  return job;
+}
+
+// Steps 2 and 3; returns an exit code (kLaunchOk to go on).
+int wait_and_write_hostfile(const LaunchFlags& flags, const Job& job) {
+  std::fprintf(stderr, "ringd launch: waiting up to %.0f s for %d pods' agents (%s ... %s)\n",
+               flags.wait_timeout_s, job.pod.replicas, job.hosts.front().c_str(),
+               job.hosts.back().c_str());
+  const auto probe = [&](const std::string& host) {
+    return ping_agent(host, flags.agent_port, job.secret, std::chrono::seconds(2));
+  };
+  const PeerWait wait = wait_for_peers(
+      job.hosts, probe,
+      std::chrono::milliseconds(static_cast<int64_t>(flags.wait_timeout_s * 1000)),
+      [] { return std::chrono::steady_clock::now(); },
+      [](std::chrono::milliseconds delay) { std::this_thread::sleep_for(delay); });
+  if (!wait.ready) {
+    std::fprintf(stderr,
+                 "ringd launch: error: %zu of %d pods not ready after %.1f s (%d rounds):\n",
+                 wait.missing.size(), job.pod.replicas, wait.waited.count() / 1000.0, wait.rounds);
+    for (const std::string& missing : wait.missing) std::fprintf(stderr, "  %s\n", missing.c_str());
+    return kLaunchPeersNotReady;
+  }
+  std::fprintf(stderr, "ringd launch: all %d agents answered after %.1f s\n", job.pod.replicas,
+               wait.waited.count() / 1000.0);
+  try {
+    write_file_atomically(flags.hostfile, hostfile_text(job.pod, flags.slots));
+  } catch (const std::exception& error) {
+    print_pod_error("launch", error);
+    return kLaunchPathUnusable;
+  }
+  return kLaunchOk;
+}
+
+// Runs mpirun, forwarding SIGTERM/SIGINT; returns its exit code, or -1 when it could not start.
+int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &signals, nullptr);  // before spawning: the reaper thread inherits it
+  tcp::Fd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC));
+  SpawnOptions spawn;
+  spawn.argv = argv;
+  spawn.environment = current_environment();
+  const char* path = std::getenv("PATH");
+  spawn.path = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  spawn.pipe_stdio = false;
+  std::unique_ptr<ChildProcess> mpirun;
+  try {
+    mpirun = ChildProcess::spawn(spawn);
+  } catch (const std::exception& error) {
+    print_pod_error("launch", error);
+    return -1;
+  }
+  while (!mpirun->exited()) {
+    pollfd fds[2] = {{signal_fd.get(), POLLIN, 0}, {mpirun->exit_fd(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[0].revents) {
+      signalfd_siginfo info{};
+      if (::read(signal_fd.get(), &info, sizeof(info)) != sizeof(info)) continue;
+      const int number = static_cast<int>(info.ssi_signo);
+      if (*signal_received) {
+        std::fprintf(stderr, "ringd launch: second signal %d: killing mpirun\n", number);
+        mpirun->signal(SIGKILL);
+      } else {
+        std::fprintf(stderr, "ringd launch: signal %d: forwarding it to mpirun\n", number);
+        mpirun->signal_leader(number);
+      }
+      *signal_received = number;
+    }
+  }
+  return mpirun->exit_code();
+}
+
+}  // namespace
+
+int run_hostfile_command(int argc, const char* const* argv) {
+  std::vector<std::string> words;
+  std::vector<std::string> rest;
+  split_at_double_dash(argc - 1, argv + 1, &words, &rest);
+  words[0] = "ringd hostfile";
+  LaunchFlags flags;
+  CLI::App app{"ringd hostfile: wait for every pod's agent, then write mpirun's hostfile",
+               "ringd hostfile"};
+  add_hostfile_options(&app, &flags);
+  const int parsed = parse_words(&app, words);
+  if (parsed >= 0) return parsed;
+  Job job;
+  try {
+    job = resolve_job(&flags);
+  } catch (const std::exception& error) {
+    print_pod_error("hostfile", error);
+    return kLaunchUsage;
+  }
+  const int code = wait_and_write_hostfile(flags, job);
+  if (code == kLaunchOk) std::printf("%s\n", flags.hostfile.c_str());
+  return code;
+}
+
+int run_launch_command(int argc, const char* const* argv) {
+  std::vector<std::string> words;
+  std::vector<std::string> command;
+  split_at_double_dash(argc - 1, argv + 1, &words, &command);
+  words[0] = "ringd launch";
+  LaunchFlags flags;
+  CLI::App app{"ringd launch: run the job from pod 0 with mpirun through the pods' agents",
+               "ringd launch"};
+  app.footer(kLaunchFooter);
+  add_hostfile_options(&app, &flags);
+  app.add_option("--marker", flags.marker,
+                 "completion marker, on a volume that survives a restart (default "
+                 "/var/lib/ringd/launch.done)");
+  app.add_flag("--no-marker", flags.no_marker, "no completion marker: train on every start");
+  app.add_option("--iface", flags.interface,
+                 "network interface for MPI's TCP traffic and Open MPI's out-of-band channel "
+                 "(default RINGD_IFACE; unset: Open MPI chooses)");
+  app.add_flag("--oversubscribed", flags.oversubscribed,
+               "ranks outnumber cores: --mca mpi_yield_when_idle 1 --oversubscribe (automatic "
+               "when --slots exceeds this pod's CPUs)");
+  app.add_option("--mpirun", flags.mpirun, "the mpirun to run (default: mpirun from PATH)");
+  app.add_option("--mpirun-arg", flags.mpirun_args, "one more mpirun argument; repeatable")
+      ->allow_extra_args(false);
+  const int parsed = parse_words(&app, words);
+  if (parsed >= 0) return parsed;
+  if (command.empty()) {
+    std::fprintf(stderr, "ringd launch: error: no command: ringd launch [OPTIONS] -- COMMAND...\n");
+    return kLaunchUsage;
+  }
+  Job job;
+  try {
+    job = resolve_job(&flags);
+  } catch (const std::exception& error) {
+    print_pod_error("launch", error);
+    return kLaunchUsage;
+  }
+
+  if (!flags.no_marker) {
+    std::string record;
+    if (read_marker(flags.marker, &record)) {
+      std::printf(
+          "ringd launch: the job already finished (%s says %s); not training again. "
+          "Delete the marker to run it again.\n",
+          flags.marker.c_str(),
+          record.empty() ? "nothing" : record.substr(0, record.find('\n')).c_str());
+      return kLaunchOk;
+    }
+    try {
+      check_marker_writable(flags.marker);
+    } catch (const std::exception& error) {
+      print_pod_error("launch", error);
+      return kLaunchPathUnusable;
+    }
+  }
+  const int ready = wait_and_write_hostfile(flags, job);
+  if (ready != kLaunchOk) return ready;
+
+  MpirunPlan plan;
+  plan.mpirun = flags.mpirun;
+  plan.ringd_path = self_path();
+  plan.hostfile = flags.hostfile;
+  plan.ranks = job.pod.replicas * flags.slots;
+  plan.interface = flags.interface;
+  const unsigned cpus = std::thread::hardware_concurrency();
+  plan.oversubscribed =
+      flags.oversubscribed || (cpus > 0 && static_cast<unsigned>(flags.slots) > cpus);
+  plan.running_as_root = ::geteuid() == 0;
+  plan.agent_port = flags.agent_port;
+  plan.extra_args = flags.mpirun_args;
+  plan.forward_env = forwarded_variables(current_environment());
+  plan.command = command;
+  const std::vector<std::string> argv_mpirun = mpirun_argv(plan);
+  std::string shown;
+  for (const std::string& word : argv_mpirun) shown += (shown.empty() ? "" : " ") + word;
+  std::fprintf(stderr, "ringd launch: %s\n", shown.c_str());
+
+  int signal_received = 0;
+  const int mpirun_code = run_mpirun(argv_mpirun, &signal_received);
+  if (mpirun_code < 0) return kLaunchNoMpirun;
+  if (signal_received) {
+    std::fprintf(stderr, "ringd launch: mpirun ended (exit %d) after signal %d\n", mpirun_code,
+                 signal_received);
+    return 128 + signal_received;
+  }
+  if (mpirun_code != 0) {
+    std::fprintf(stderr, "ringd launch: error: mpirun failed with exit code %d\n", mpirun_code);
+    // Name the pods whose agent went away: the usual reason a running job dies.
+    for (const std::string& host : job.hosts) {
+      const std::string why =
+          ping_agent(host, flags.agent_port, job.secret, std::chrono::seconds(2));
+      if (!why.empty()) {
+        std::fprintf(stderr, "ringd launch: pod %s: its agent does not answer: %s\n", host.c_str(),
+                     why.c_str());
+      }
+    }
+    return kLaunchTrainingFailed;
+  }
+  if (!flags.no_marker) {
+    try {
+      write_marker(flags.marker, marker_record(command, job.pod.replicas, flags.slots));
+      std::fprintf(stderr, "ringd launch: done; wrote %s\n", flags.marker.c_str());
+    } catch (const std::exception& error) {
+      print_pod_error("launch", error);
+      return kLaunchPathUnusable;
+    }
+  }
+  return kLaunchOk;
+}
+
+}  // namespace ringd::launcher

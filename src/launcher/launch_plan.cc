@@ -1,0 +1,163 @@
+#include "launcher/launch_plan.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ringd/error.h"
+
+namespace ringd::launcher {
+
+std::string hostfile_text(const PodIdentity& pod, int slots) {
+  std::string text;
+  for (int i = 0; i < pod.replicas; ++i) {
+    text += pod_dns_name(pod, i) + " slots=" + std::to_string(slots) + "\n";
+  }
+  return text;
+}
+
+std::chrono::milliseconds backoff_delay(int round) {
+  const int64_t delay = int64_t{100} << std::min(round, 5);
+  return std::chrono::milliseconds(std::min<int64_t>(delay, 2000));
+}
+
+PeerWait wait_for_peers(const std::vector<std::string>& hosts,
+                        const std::function<std::string(const std::string&)>& probe,
+                        std::chrono::milliseconds timeout,
+                        const std::function<std::chrono::steady_clock::time_point()>& now,
+                        const std::function<void(std::chrono::milliseconds)>& sleep) {
+  PeerWait result;
+  const auto start = now();
+  const auto deadline = start + timeout;
+  std::vector<std::string> waiting = hosts;
+  while (true) {
+    ++result.rounds;
+    result.missing.clear();
+    std::vector<std::string> still;
+    for (const std::string& host : waiting) {
+      const std::string why = probe(host);
+      if (!why.empty()) {
+        still.push_back(host);
+        result.missing.push_back(host + " (" + why + ")");
+      }
+    }
+    waiting = still;
+    result.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now() - start);
+    if (waiting.empty()) {
+      result.ready = true;
+      return result;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now());
+    if (left.count() <= 0) return result;
+    sleep(std::min(backoff_delay(result.rounds - 1), left));
+  }
+}
+
+std::vector<std::string> mpirun_argv(const MpirunPlan& plan) {
+  std::vector<std::string> argv = {plan.mpirun, "--hostfile", plan.hostfile, "-np",
+                                   std::to_string(plan.ranks)};
+  auto mca = [&argv](const std::string& name, const std::string& value) {
+    argv.insert(argv.end(), {"--mca", name, value});
+  };
+  // Open MPI 4.1 splits the agent string on blanks and runs "<agent...> HOST <orted command>".
+  // The default agent port travels in RINGD_AGENT_PORT (below) when it is not 29400.
+  mca("plm_rsh_agent", plan.ringd_path + " exec");
+  // Every orted is started from here: with tree spawn, orteds would start further orteds through
+  // the agent from other pods.
+  mca("plm_rsh_no_tree_spawn", "1");
+  // Without it Open MPI starts "orted --daemonize": the orted leaves the agent's process group at
+  // once and `ringd exec` returns, so neither a lost pod nor a vanished mpirun would end it.
+  // Attached, each orted lives as long as its `ringd exec` connection, in both directions.
+  mca("orte_leave_session_attached", "1");
+  if (!plan.interface.empty()) {
+    mca("btl_tcp_if_include", plan.interface);
+    mca("oob_tcp_if_include", plan.interface);
+  }
+  if (plan.oversubscribed) {
+    // Ranks outnumber cores: without yielding, idle ranks busy-poll and starve the others.
+    mca("mpi_yield_when_idle", "1");
+    argv.push_back("--oversubscribe");
+  }
+  if (plan.running_as_root) argv.push_back("--allow-run-as-root");
+  for (const std::string& name : plan.forward_env) argv.insert(argv.end(), {"-x", name});
+  argv.insert(argv.end(), plan.extra_args.begin(), plan.extra_args.end());
+  argv.insert(argv.end(), plan.command.begin(), plan.command.end());
+  return argv;
+}
+
+std::vector<std::string> forwarded_variables(const std::vector<std::string>& environment) {
+  std::vector<std::string> names;
+  for (const std::string& entry : environment) {
+    if (entry.rfind("RINGD_", 0) != 0) continue;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("RINGD_JOB_SECRET", 0) == 0) continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool read_marker(const std::string& path, std::string* contents) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream text;
+  text << in.rdbuf();
+  *contents = text.str();
+  return true;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) RINGD_THROW(kIo, "cannot write " << path << ": " << std::strerror(errno));
+  const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!wrote || !synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    RINGD_THROW(kIo, "cannot write " << path << ": " << std::strerror(error));
+  }
+}
+
+void write_marker(const std::string& path, const std::string& contents) {
+  write_file_atomically(path, contents);
+}
+
+void check_marker_writable(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string probe = path + ".probe." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    RINGD_THROW(kIo, "completion marker " << path << " could not be written: " << directory << ": "
+                                          << std::strerror(errno)
+                                          << " (mount the job volume there, pass --marker PATH, "
+                                             "or --no-marker)");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string marker_record(const std::vector<std::string>& command, int pods, int slots) {
+  char finished[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&t, &utc);
+  std::strftime(finished, sizeof(finished), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  nlohmann::json record = {{"finished", finished},
+                           {"exit_code", 0},
+                           {"pods", pods},
+                           {"slots", slots},
+                           {"command", command}};
+  return record.dump() + "\n";
+}
+
+}  // namespace ringd::launcher

@@ -1,0 +1,71 @@
+// The decisions of `ringd hostfile` and `ringd launch` as functions of their inputs, so each is
+// unit-tested without pods: the hostfile's text, the wait for peers (its back-off and bound), the
+// mpirun command line, and the completion marker.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "launcher/topology.h"
+
+namespace ringd::launcher {
+
+// "<pod 0 DNS name> slots=N\n" ... one line per pod in ordinal order.
+std::string hostfile_text(const PodIdentity& pod, int slots);
+
+// Back-off between readiness rounds: 100 ms doubling up to 2 s.
+std::chrono::milliseconds backoff_delay(int round);
+
+struct PeerWait {
+  bool ready = false;
+  int rounds = 0;
+  std::chrono::milliseconds waited{0};
+  // Every pod still missing after the last round, with why: "ringd-2.ringd... (does not resolve)".
+  std::vector<std::string> missing;
+};
+
+// Probes each host (probe returns "" when ready, else why not) in rounds, sleeping backoff_delay()
+// between rounds, until all answered or `timeout` would pass; never sleeps past the bound. Hosts
+// that answered once are not asked again. `now` and `sleep` are injectable for tests.
+PeerWait wait_for_peers(const std::vector<std::string>& hosts,
+                        const std::function<std::string(const std::string&)>& probe,
+                        std::chrono::milliseconds timeout,
+                        const std::function<std::chrono::steady_clock::time_point()>& now,
+                        const std::function<void(std::chrono::milliseconds)>& sleep);
+
+struct MpirunPlan {
+  std::string mpirun = "mpirun";
+  std::string ringd_path;  // this binary (absolute): the rsh agent is "<ringd_path> exec"
+  std::string hostfile;
+  int ranks = 1;
+  std::string interface;  // empty: let Open MPI choose
+  bool oversubscribed = false;
+  bool running_as_root = false;
+  uint16_t agent_port = 29400;
+  std::vector<std::string> extra_args;   // --mpirun-arg, in order, before the command
+  std::vector<std::string> forward_env;  // names passed with -x
+  std::vector<std::string> command;      // what each rank runs
+};
+
+std::vector<std::string> mpirun_argv(const MpirunPlan& plan);
+
+// Names of RINGD_* variables in `environment` ("NAME=VALUE" entries) that mpirun should forward:
+// all but the job secret ones (remote processes inherit the secret from their own pod's agent, and
+// -x would carry it through Open MPI's unauthenticated launch channel).
+std::vector<std::string> forwarded_variables(const std::vector<std::string>& environment);
+
+// The completion marker: a one-line JSON record written atomically (temporary file, fsync,
+// rename) after a successful run. read_marker returns false when there is none.
+bool read_marker(const std::string& path, std::string* contents);
+void write_marker(const std::string& path, const std::string& contents);
+// Throws ringd::Error(kIo) naming the path when a marker could not be written there later (its
+// directory is missing or read-only), so a run is not trained only to fail at the end.
+void check_marker_writable(const std::string& path);
+std::string marker_record(const std::vector<std::string>& command, int pods, int slots);
+
+// Writes `text` to `path` atomically; throws kIo naming the path.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace ringd::launcher
