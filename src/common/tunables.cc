@@ -147,6 +147,7 @@ Tunables load() {
   if (const char* v = env("RINGD_HTTP_PORT")) {
     t.http_port = parse_small_int("RINGD_HTTP_PORT", v, 1, 65535);
   }
+  if (const char* v = env("RINGD_METRICS_FILE")) t.metrics_file = v;
   return t;
 }
 
@@ -214,6 +215,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_AGENT_PORT", "29400",
        "ringd agent's exec service port (ringd exec, ringd launch's readiness ping use it too)"},
       {"RINGD_HTTP_PORT", "29401", "ringd agent's HTTP port: /healthz, /readyz, /metrics"},
+      {"RINGD_METRICS_FILE", "(unset)",
+       "rank 0 of ringd bench writes its figures here as Prometheus text after every size; "
+       "ringd agent serves this file under /metrics"},
       {"RINGD_REPLICAS", "(unset)",
        "the StatefulSet's replicas; set, it makes this process a StatefulSet pod (rank = "
        "ordinal of its pod name, size = replicas)"},

@@ -37,8 +37,9 @@ struct Tunables {
   // The launcher (docs/launcher.md). RINGD_REPLICAS, RINGD_SERVICE and RINGD_CLUSTER_DOMAIN are
   // read with the pod's other identity inputs by src/launcher/topology.cc's environment lookup
   // (so identity is unit-tested from a fake environment); they are listed in tunable_table().
-  int agent_port = 29400;  // RINGD_AGENT_PORT: the agent's exec service
-  int http_port = 29401;   // RINGD_HTTP_PORT: the agent's /healthz /readyz /metrics
+  int agent_port = 29400;    // RINGD_AGENT_PORT: the agent's exec service
+  int http_port = 29401;     // RINGD_HTTP_PORT: the agent's /healthz /readyz /metrics
+  std::string metrics_file;  // RINGD_METRICS_FILE: rank 0's Prometheus text for the agent
 };
 
 struct TunableInfo {

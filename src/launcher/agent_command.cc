@@ -42,7 +42,7 @@ struct AgentFlags {
   uint16_t http_port = 0;
   std::string bind = "0.0.0.0";
   std::vector<std::string> allow;
-  std::string metrics_file = "/var/lib/ringd/metrics.prom";
+  std::string metrics_file;  // empty: RINGD_METRICS_FILE
   bool exit_with_launch = false;
   TopologyFlags identity;
 };
@@ -123,8 +123,8 @@ int run_agent_command(int argc, const char* const* argv) {
   app.add_option("--allow", flags.allow,
                  "also allow this program (base name) besides orted, prted and ringd; repeatable");
   app.add_option("--metrics-file", flags.metrics_file,
-                 "Prometheus text file written by the training run, served under /metrics "
-                 "(default /var/lib/ringd/metrics.prom)");
+                 "Prometheus text file written by the run's rank 0, appended to /metrics "
+                 "(default RINGD_METRICS_FILE)");
   app.add_flag("--exit-with-launch", flags.exit_with_launch,
                "on ordinal 0: exit with ringd launch's exit code instead of serving on");
   add_identity_options(&app, &flags.identity);
@@ -139,6 +139,7 @@ int run_agent_command(int argc, const char* const* argv) {
     secret = t.job_secret;
     if (flags.exec_port == 0) flags.exec_port = static_cast<uint16_t>(t.agent_port);
     if (flags.http_port == 0) flags.http_port = static_cast<uint16_t>(t.http_port);
+    if (flags.metrics_file.empty()) flags.metrics_file = t.metrics_file;
     const EnvLookup env = process_environment();
     try {
       pod = resolve_pod_identity(flags.identity, env);

@@ -14,6 +14,7 @@
 #include "launcher/bench_hierarchy.h"
 #include "launcher/bench_pattern.h"
 #include "launcher/bench_report.h"
+#include "launcher/metrics_file.h"
 #include "ringd/collectives.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
@@ -70,6 +71,7 @@ class BenchRunner {
       if (report_) {
         write_stdout(format_row(rows.back()));
         if (!config_.json_path.empty()) append_json(rows.back());
+        publish_metrics(tunables().metrics_file, bench_metrics_text(rows, config_.iters));
       }
       const size_t next = bytes == 0 ? 1 : bytes * config_.step_factor;
       if (next <= bytes) break;  // overflow, or a factor of 1
