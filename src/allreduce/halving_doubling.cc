@@ -1,15 +1,14 @@
 #include "allreduce/halving_doubling.h"
 
+#include "allreduce/fold.h"
 #include "common/reduce.h"
 
 namespace ringd::algo {
 namespace {
 
-// Message indices within the operation's tag space (recursive_doubling.cc uses the same fold ones).
-constexpr uint64_t kFoldIndex = 0;
+// Message indices within the operation's tag space (the fold's are in fold.h).
 constexpr uint64_t kHalvingIndex = 1;    // + step
 constexpr uint64_t kDoublingIndex = 32;  // + step
-constexpr uint64_t kUnfoldIndex = 63;
 
 }  // namespace
 
@@ -17,33 +16,18 @@ void halving_doubling_allreduce(const Operation& op, void* out, size_t count, Da
                                 ReduceOp reduce_op) {
   Context& ctx = op.ctx;
   const int n = ctx.size();
-  const int rank = ctx.rank();
   const size_t elem = dtype_size(dtype);
   const size_t bytes = count * elem;
   char* const data = static_cast<char*>(out);
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const int rem = n - p;
-
-  // Fold (as in recursive doubling): the even rank of each of the first rem pairs sits out.
-  int virtual_rank;
-  if (rank < 2 * rem) {
-    if (rank % 2 == 0) {
-      RequestPtr send = ctx.pair(rank + 1).isend(data, bytes, op.tag(kFoldIndex));
-      op.wait(*send);
-      RequestPtr recv = ctx.pair(rank + 1).irecv(data, bytes, op.tag(kUnfoldIndex));
-      op.wait(*recv);
-      return;  // already scaled by the partner for avg
-    }
-    char* incoming = static_cast<char*>(ctx.scratch(bytes));
-    RequestPtr recv = ctx.pair(rank - 1).irecv(incoming, bytes, op.tag(kFoldIndex));
-    op.wait(*recv);
-    reduce_into(data, data, incoming, count, dtype, reduce_op);
-    virtual_rank = rank / 2;
-  } else {
-    virtual_rank = rank - rem;
+  // Fold: the even rank of each of the first rem pairs sits out, then gets the (scaled) result.
+  const Fold fold = fold_in(op, data, ctx.scratch(bytes), count, dtype, reduce_op);
+  if (fold.sits_out()) {
+    receive_unfolded(op, data, bytes);
+    return;
   }
-  auto real_rank = [rem](int v) { return v < rem ? v * 2 + 1 : v + rem; };
+  const int p = fold.p;
+  const int virtual_rank = fold.virtual_rank;
+  auto real_rank = [&fold](int v) { return fold.real_rank(v); };
 
   const Chunks chunks(count, p);
   auto at = [&](int chunk) { return data + chunks.offset(chunk) * elem; };
@@ -91,10 +75,7 @@ void halving_doubling_allreduce(const Operation& op, void* out, size_t count, Da
     end = first + 2 * width;
   }
 
-  if (rank < 2 * rem) {  // an odd rank of a folded pair: hand the result back
-    RequestPtr send = ctx.pair(rank - 1).isend(data, bytes, op.tag(kUnfoldIndex));
-    op.wait(*send);
-  }
+  send_unfolded(op, fold, data, bytes);
 }
 
 }  // namespace ringd::algo
