@@ -107,6 +107,10 @@ ringd_option_state(RINGD_WITH_IBVERBS _ibv_found RINGD_HAVE_IBVERBS)
 find_package(Protobuf REQUIRED)
 # nlohmann-json (nlohmann-json3-dev): the fusion timeline and the bench's JSON output
 find_package(nlohmann_json 3 REQUIRED)
+# OpenBLAS (libopenblas-dev): the MLP's matrix products (src/model/mlp.cc), through its CBLAS
+find_package(OpenBLAS CONFIG REQUIRED)
+# zlib (zlib1g-dev): reading gzip'ed IDX data files (src/model/idx.cc)
+find_package(ZLIB REQUIRED)
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)
   find_path(RINGD_CLI11_INCLUDE CLI/CLI.hpp REQUIRED)

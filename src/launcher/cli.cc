@@ -9,6 +9,7 @@
 #include "launcher/bench_command.h"
 #include "launcher/pod_commands.h"
 #include "launcher/replay_command.h"
+#include "launcher/train_command.h"
 #include "launcher/version.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
@@ -263,6 +264,8 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
       app.add_subcommand("bench", "measure a collective over a sweep of sizes (nccl-tests style)");
   bench->footer(kBenchFooter);
   add_bench_options(bench, &config, &text);
+  // Listed for `ringd --help` only: run_command_line hands "train" to train_command.cc first.
+  app.add_subcommand("train", "data-parallel training (MLP or replay); `ringd train --help`");
 
   try {
     app.parse(argc, argv);
@@ -291,6 +294,7 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
 
 int run_command_line(int argc, const char* const* argv) {
   if (is_replay_command(argc, argv)) return run_replay_command_line(argc, argv);
+  if (is_train_command(argc, argv)) return run_train_command_line(argc, argv);
   if (is_pod_command(argc, argv)) return run_pod_command(argc, argv);
   CommandLine command;
   int exit_code = 0;

@@ -1,0 +1,322 @@
+#include "launcher/train_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/tunables.h"
+#include "launcher/job_context.h"
+#include "launcher/train_report.h"
+#include "launcher/train_runner.h"
+#include "model/mlp.h"
+#include "ringd/config.h"
+#include "ringd/error.h"
+#include "ringd/inproc.h"
+#if RINGD_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace ringd::launcher {
+namespace {
+
+constexpr const char* kFooter = R"(
+Data order: each epoch visits the training set in a permutation drawn from (--seed, epoch); every
+step takes the next global batch (--batch-size x ranks samples) and rank r trains on its r-th
+slice, so N ranks compute exactly the averaged gradient of one rank with the whole global batch.
+
+Learning rate: --lr is for one worker; with --lr-scaling linear (default) the rate is
+--lr x ranks (the global batch grows with the ranks), reached by a linear warm-up over
+--warmup-steps steps (from 1/warmup of it). --lr-scaling none keeps --lr.
+
+Checkpoints (--checkpoint-dir): rank 0 writes <dir>/ckpt-<step>.ringd every --checkpoint-every
+steps and at the end, atomically, with a SHA-256 checksum; --resume continues from the newest
+intact one (corrupt or truncated files are skipped with a warning) and reaches the same
+parameters as a run that never stopped.
+
+Examples:
+  ringd train --transport inproc --ranks 4 --epochs 3
+  mpirun -np 4 --mca mpi_yield_when_idle 1 ringd train --checkpoint-dir /tmp/ckpt --json out.json
+  ringd train --transport inproc --ranks 4 --model replay --profile vgg16 --compute-ms 100
+)";
+
+struct TrainFlagText {
+  std::string mode = "allreduce";
+  std::string lr_scaling = "linear";
+  std::string spread = "uniform";
+  std::string threshold;
+  std::string timeout;
+};
+
+void add_train_options(CLI::App& app, TrainConfig* config, TrainFlagText* text) {
+  app.add_option("--mode", text->mode, "gradient exchange: allreduce (default) or ps")
+      ->check(CLI::IsMember({"allreduce", "ps"}));
+  app.add_option("--model", config->model, "mlp (default) or replay (a gradient profile)")
+      ->check(CLI::IsMember({"mlp", "replay"}));
+  app.add_option("--layers", config->layers, "MLP layer sizes, inputs first (default 784,256,10)")
+      ->type_name("N,N,...");
+  app.add_option("--profile", config->profile,
+                 "replay: resnet50, vgg16, bert_base, inception_v3 or a .tsv file");
+  app.add_option("--compute-ms", config->compute_ms,
+                 "replay: modeled backward compute per step in ms; forward is half of it")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--spread", text->spread, "replay: compute shared uniform (default) or by size")
+      ->check(CLI::IsMember({"uniform", "size"}));
+  app.add_option("--steps-per-epoch", config->steps_per_epoch, "replay: steps per epoch (100)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option(
+         "--data", config->data_dir,
+         std::string("directory of train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz] (default ") +
+             model::kDefaultDataDir + ")")
+      ->type_name("DIR");
+  app.add_option("--train-limit", config->train_limit, "use the first N training samples only")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-limit", config->test_limit, "use the first N test samples only")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag(
+      "--no-eval", [config](int64_t) { config->evaluate = false; },
+      "no test accuracy at the end of epochs");
+  app.add_option("--epochs", config->epochs, "epochs (default 3)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-steps", config->max_steps, "stop after this many global steps")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--batch-size", config->batch_size, "samples per worker per step (default 32)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--lr", config->learning_rate, "learning rate for one worker (default 0.025)")
+      ->check(CLI::Range(0.0, 1e3));
+  app.add_option("--lr-scaling", text->lr_scaling, "linear (default: lr x ranks) or none")
+      ->check(CLI::IsMember({"linear", "none"}));
+  app.add_option("--warmup-steps", config->warmup_steps,
+                 "linear learning-rate warm-up steps (default 100; 0 = none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--momentum", config->momentum, "SGD momentum (default 0.9)")
+      ->check(CLI::Range(0.0, 0.999999));
+  app.add_option("--weight-decay", config->weight_decay, "L2 weight decay (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", config->seed, "initialisation and data order (default 42)");
+  app.add_option("--checkpoint-dir", config->checkpoint_dir, "rank 0 writes checkpoints here")
+      ->type_name("DIR");
+  app.add_option("--checkpoint-every", config->checkpoint_every,
+                 "steps between checkpoints (default 0: only at the end)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--keep-checkpoints", config->keep_checkpoints,
+                 "newest checkpoint files kept (default 3; 0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag(
+      "--resume", config->resume,
+      "continue from the newest intact checkpoint in --checkpoint-dir (none: from step 0)");
+  app.add_option("--json", config->json_path, "write a JSON summary to FILE (rank 0)")
+      ->type_name("FILE");
+  app.add_option("--params-out", config->params_out,
+                 "write the final parameters to FILE (raw float32, registration order; rank 0)")
+      ->type_name("FILE");
+  app.add_option("--log-every", config->log_every, "progress line every N steps (default 50)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--throttle-ms", config->throttle_ms, "sleep after each step (for tests)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->group("");
+  app.add_option("--cycle-time-ms", config->cycle_time_ms,
+                 "fusion engine cycle time (default RINGD_CYCLE_TIME_MS)")
+      ->check(CLI::Range(0.0, 10000.0));
+  app.add_option("--fusion-threshold", text->threshold,
+                 "fusion buffer size (default RINGD_FUSION_THRESHOLD_BYTES)")
+      ->type_name("SIZE");
+  app.add_option("--transport", config->topology.transport,
+                 "tcp, mpi, ibverbs or inproc (default: mpi under mpirun when built with MPI, "
+                 "else tcp)")
+      ->check(CLI::IsMember({"tcp", "mpi", "ibverbs", "inproc"}));
+  app.add_option("--ranks", config->topology.inproc_ranks,
+                 "--transport inproc: number of ranks (threads in this process)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--rank", config->topology.rank, "this process's rank (without mpirun)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--size", config->topology.size, "number of ranks (without mpirun)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--rendezvous", config->topology.rendezvous,
+                 "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)")
+      ->type_name("HOST:PORT");
+  app.add_option("--iface", config->interface,
+                 "tcp: listen on and advertise this interface's IPv4 address (default "
+                 "RINGD_IFACE)")
+      ->type_name("NAME");
+  app.add_option("--tcp-port", config->tcp_port, "tcp: this rank's listening port (default: any)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--timeout", text->timeout, "seconds any wait may take (overrides RINGD_TIMEOUT)")
+      ->type_name("SECONDS");
+  add_ps_train_options(app, &config->ps);
+}
+
+void print_error(const std::exception& error) {
+  std::fflush(stdout);
+  const auto* ringd_error = dynamic_cast<const Error*>(&error);
+  if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
+    std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
+                 error.what());
+  } else {
+    std::fprintf(stderr, "ringd: error: %s\n", error.what());
+  }
+  std::fflush(stderr);
+}
+
+void abort_mpi_job_if_running(int exit_code) {
+#if RINGD_HAVE_MPI
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+#else
+  (void)exit_code;
+#endif
+}
+
+void write_params(const std::string& path, const std::vector<model::ParameterView>& params) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const model::ParameterView& p : params) {
+    out.write(reinterpret_cast<const char*>(p.value),
+              static_cast<std::streamsize>(p.count * sizeof(float)));
+  }
+  if (!out) {
+    RINGD_THROW(kIo, "cannot write --params-out "
+                         << path << "; check the directory exists and is writable");
+  }
+}
+
+int report(const TrainSummary& summary, const TrainConfig& config) {
+  const std::string text = format_train_summary(summary);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (!config.json_path.empty()) {
+    std::ofstream out(config.json_path, std::ios::trunc);
+    out << format_train_json(summary) << "\n";
+    if (!out) {
+      RINGD_THROW(kIo, "cannot write --json " << config.json_path
+                                              << "; check the directory exists and is writable");
+    }
+  }
+  return 0;
+}
+
+TrainHooks rank0_hooks(const TrainConfig& config) {
+  TrainHooks hooks;
+  if (!config.params_out.empty()) {
+    hooks.at_end = [&config](int rank, const std::vector<model::ParameterView>& params) {
+      if (rank == 0) write_params(config.params_out, params);
+    };
+  }
+  return hooks;
+}
+
+// --transport inproc: one thread per rank sharing one copy of the data; the first error wins and
+// kills its rank in the hub so the others stop waiting for it.
+int run_inproc(const TrainConfig& config, int ranks) {
+  const TrainData data = load_train_data(config, /*with_test=*/true);
+  const TrainHooks hooks = rank0_hooks(config);
+  InprocHub hub(ranks);
+  std::mutex mutex;
+  std::exception_ptr first_error;
+  TrainSummary summary;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto ctx = hub.connect(rank, config.timeout);
+        TrainSummary mine = run_train_rank(*ctx, config, data, hooks);
+        if (rank == 0) summary = std::move(mine);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!first_error) first_error = std::current_exception();
+        }
+        hub.kill_rank(rank);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+  return report(summary, config);
+}
+
+int run_train(const TrainConfig& config, const Topology& topology) {
+  if (topology.transport == "inproc") return run_inproc(config, topology.size);
+  set_log_rank(topology.rank);
+  // Every rank reads the training data (each trains on its slice of every global batch); only
+  // rank 0 evaluates, so only it reads the test set.
+  const TrainData data = load_train_data(config, topology.rank == 0);
+  JobConnectOptions options;
+  options.timeout = config.timeout;
+  options.interface = config.interface;
+  options.tcp_port = config.tcp_port;
+  options.mpi_from_other_thread = true;
+  JobContext job = connect_job(topology, options);
+  const TrainSummary summary = run_train_rank(*job.ctx, config, data, rank0_hooks(config));
+  return topology.rank == 0 ? report(summary, config) : 0;
+}
+
+}  // namespace
+
+bool is_train_command(int argc, const char* const* argv) {
+  return argc >= 2 && std::strcmp(argv[1], "train") == 0;
+}
+
+bool parse_train_command_line(int argc, const char* const* argv, TrainConfig* config,
+                              int* exit_code) {
+  CLI::App app{
+      "ringd train: data-parallel SGD of an MLP on MNIST-style data (or a replayed "
+      "network), allreduce or parameter-server mode",
+      "ringd train"};
+  app.footer(kFooter);
+  TrainFlagText text;
+  add_train_options(app, config, &text);
+  std::vector<const char*> args = {"ringd train"};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+    config->mode = text.mode == "ps" ? SyncMode::kPs : SyncMode::kAllreduce;
+    config->lr_scaling = text.lr_scaling == "none" ? LrScaling::kNone : LrScaling::kLinear;
+    config->spread = model::parse_compute_spread(text.spread);
+    if (!text.threshold.empty()) {
+      config->fusion_threshold_bytes = parse_bytes("--fusion-threshold", text.threshold);
+    }
+    if (!text.timeout.empty()) config->timeout = parse_seconds("--timeout", text.timeout);
+    if (config->model == "mlp") model::parse_layer_sizes(config->layers);
+    if (config->resume && config->checkpoint_dir.empty()) {
+      throw CLI::ValidationError("--resume", "needs --checkpoint-dir");
+    }
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    *exit_code = code == 0 ? 0 : 2;
+    return false;
+  } catch (const Error& error) {
+    print_error(error);
+    *exit_code = 2;
+    return false;
+  }
+  return true;
+}
+
+int run_train_command_line(int argc, const char* const* argv) {
+  TrainConfig config;
+  int exit_code = 0;
+  if (!parse_train_command_line(argc, argv, &config, &exit_code)) return exit_code;
+  Topology topology;
+  try {
+    topology = resolve_topology(config.topology, process_environment(), RINGD_HAVE_MPI);
+  } catch (const std::exception& error) {
+    print_error(error);
+    return 2;
+  }
+  try {
+    return run_train(config, topology);
+  } catch (const std::exception& error) {
+    print_error(error);
+    abort_mpi_job_if_running(1);
+    return 1;
+  }
+}
+
+}  // namespace ringd::launcher

@@ -1,0 +1,205 @@
+#include "model/mlp.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "model/random.h"
+#include "ringd/error.h"
+
+namespace ringd::model {
+namespace {
+
+constexpr uint64_t kInitPurpose = 1;  // derive_seed purpose: parameter initialisation
+
+// One OpenBLAS thread for the whole process, set once before the first product.
+void single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+}  // namespace
+
+std::vector<size_t> parse_layer_sizes(const std::string& text) {
+  std::vector<size_t> sizes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 1 || value > (1 << 20)) {
+      RINGD_THROW(kInvalidArgument,
+                  "--layers " << text << ": '" << item << "' is not a layer size in 1..1048576");
+    }
+    sizes.push_back(static_cast<size_t>(value));
+  }
+  if (sizes.size() < 2) {
+    RINGD_THROW(kInvalidArgument,
+                "--layers " << text << ": give at least inputs and classes, e.g. 784,256,10");
+  }
+  return sizes;
+}
+
+Mlp::Mlp(std::vector<size_t> layer_sizes, uint64_t seed) : sizes_(std::move(layer_sizes)) {
+  RINGD_CHECK_ARG(sizes_.size() >= 2, "an MLP needs at least an input and an output size");
+  size_t total = 0;
+  for (size_t k = 0; k < layers(); ++k) total += sizes_[k + 1] * sizes_[k] + sizes_[k + 1];
+  values_.assign(total, 0.0f);
+  grads_.assign(total, 0.0f);
+  size_t offset = 0;
+  for (size_t k = 0; k < layers(); ++k) {
+    const size_t in = sizes_[k];
+    const size_t out = sizes_[k + 1];
+    ParameterView weight{"layer" + std::to_string(k) + ".weight",
+                         {static_cast<int64_t>(out), static_cast<int64_t>(in)},
+                         values_.data() + offset,
+                         grads_.data() + offset,
+                         out * in};
+    // Kaiming-uniform (ReLU gain): U(-sqrt(6 / fan_in), +sqrt(6 / fan_in)), one stream per layer.
+    SplitMix64 random(derive_seed(seed, kInitPurpose, k));
+    const double bound = std::sqrt(6.0 / static_cast<double>(in));
+    for (size_t i = 0; i < weight.count; ++i) {
+      weight.value[i] = static_cast<float>((2 * random.uniform() - 1) * bound);
+    }
+    offset += weight.count;
+    ParameterView bias{"layer" + std::to_string(k) + ".bias",
+                       {static_cast<int64_t>(out)},
+                       values_.data() + offset,
+                       grads_.data() + offset,
+                       out};
+    offset += bias.count;
+    params_.push_back(std::move(weight));
+    params_.push_back(std::move(bias));
+  }
+  activations_.resize(layers());
+}
+
+std::string Mlp::describe() const {
+  std::string text;
+  for (size_t size : sizes_) text += (text.empty() ? "" : ",") + std::to_string(size);
+  return text;
+}
+
+void Mlp::ensure_batch(size_t rows) {
+  for (size_t k = 0; k < layers(); ++k) activations_[k].resize(rows * sizes_[k + 1]);
+  size_t widest = 0;
+  for (size_t size : sizes_) widest = std::max(widest, size);
+  delta_.resize(rows * widest);
+  delta_next_.resize(rows * widest);
+}
+
+ForwardResult Mlp::forward(const Batch& batch) {
+  RINGD_CHECK_ARG(batch.features == input_size(),
+                  "the MLP " << describe() << " takes " << input_size() << " inputs, the batch has "
+                             << batch.features);
+  RINGD_CHECK_ARG(batch.rows > 0, "an empty batch");
+  single_threaded_blas();
+  ensure_batch(batch.rows);
+  rows_ = batch.rows;
+  input_ = batch.inputs;
+  labels_.assign(batch.labels, batch.labels + batch.rows);
+  const float* h = batch.inputs;
+  for (size_t k = 0; k < layers(); ++k) {
+    const size_t in = sizes_[k];
+    const size_t out = sizes_[k + 1];
+    const float* w = params_[2 * k].value;
+    const float* b = params_[2 * k + 1].value;
+    float* z = activations_[k].data();
+    // z[rows, out] = h[rows, in] * w[out, in]^T, then + b (and ReLU below the last layer).
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows_),
+                static_cast<int>(out), static_cast<int>(in), 1.0f, h, static_cast<int>(in), w,
+                static_cast<int>(in), 0.0f, z, static_cast<int>(out));
+    const bool hidden = k + 1 < layers();
+    for (size_t r = 0; r < rows_; ++r) {
+      float* row = z + r * out;
+      for (size_t j = 0; j < out; ++j) {
+        const float v = row[j] + b[j];
+        row[j] = hidden ? std::max(v, 0.0f) : v;
+      }
+    }
+    h = z;
+  }
+  ForwardResult result;
+  const double total = softmax_cross_entropy(activations_.back().data(), labels_.data(), rows_,
+                                             classes(), &result.correct);
+  result.loss = total / static_cast<double>(rows_);
+  return result;
+}
+
+void Mlp::backward(const GradientReady& ready) {
+  RINGD_CHECK_ARG(rows_ > 0, "backward before forward");
+  const size_t classes_count = classes();
+  // d(mean loss)/dz of the last layer = (softmax - onehot) / rows.
+  const float scale = 1.0f / static_cast<float>(rows_);
+  const float* probabilities = activations_.back().data();
+  for (size_t r = 0; r < rows_; ++r) {
+    for (size_t j = 0; j < classes_count; ++j) {
+      const float p = probabilities[r * classes_count + j];
+      delta_[r * classes_count + j] =
+          (p - (static_cast<size_t>(labels_[r]) == j ? 1.0f : 0.0f)) * scale;
+    }
+  }
+  for (size_t k = layers(); k-- > 0;) {
+    const size_t in = sizes_[k];
+    const size_t out = sizes_[k + 1];
+    const float* h = k == 0 ? input_ : activations_[k - 1].data();
+    ParameterView& weight = params_[2 * k];
+    ParameterView& bias = params_[2 * k + 1];
+    // db[out] = column sums of delta, in row order (fixed, so every run sums alike).
+    std::fill(bias.grad, bias.grad + out, 0.0f);
+    for (size_t r = 0; r < rows_; ++r) {
+      for (size_t j = 0; j < out; ++j) bias.grad[j] += delta_[r * out + j];
+    }
+    ready(2 * k + 1);
+    // dW[out, in] = delta[rows, out]^T * h[rows, in]
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(out),
+                static_cast<int>(in), static_cast<int>(rows_), 1.0f, delta_.data(),
+                static_cast<int>(out), h, static_cast<int>(in), 0.0f, weight.grad,
+                static_cast<int>(in));
+    ready(2 * k);
+    if (k == 0) break;
+    // delta_below[rows, in] = delta[rows, out] * W[out, in], times ReLU'(z_below).
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows_),
+                static_cast<int>(in), static_cast<int>(out), 1.0f, delta_.data(),
+                static_cast<int>(out), weight.value, static_cast<int>(in), 0.0f, delta_next_.data(),
+                static_cast<int>(in));
+    const float* below = activations_[k - 1].data();
+    for (size_t i = 0; i < rows_ * in; ++i) {
+      if (below[i] <= 0.0f) delta_next_[i] = 0.0f;
+    }
+    std::swap(delta_, delta_next_);
+  }
+}
+
+double softmax_cross_entropy(float* logits, const int32_t* labels, size_t rows, size_t classes,
+                             size_t* correct) {
+  double total = 0;
+  size_t right = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = logits + r * classes;
+    const int32_t label = labels[r];
+    if (label < 0 || static_cast<size_t>(label) >= classes) {
+      RINGD_THROW(kInvalidArgument, "label " << label << " of batch row " << r
+                                             << " is outside the model's " << classes
+                                             << " classes");
+    }
+    const size_t best = static_cast<size_t>(std::max_element(row, row + classes) - row);
+    if (best == static_cast<size_t>(label)) ++right;
+    const float top = row[best];
+    double sum = 0;
+    for (size_t j = 0; j < classes; ++j) sum += std::exp(static_cast<double>(row[j] - top));
+    const double log_sum = std::log(sum);
+    total += log_sum - static_cast<double>(row[label] - top);
+    for (size_t j = 0; j < classes; ++j) {
+      row[j] = static_cast<float>(std::exp(static_cast<double>(row[j] - top) - log_sum));
+    }
+  }
+  *correct = right;
+  return total;
+}
+
+}  // namespace ringd::model

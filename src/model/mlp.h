@@ -1,0 +1,61 @@
+// A multi-layer perceptron: fully connected layers with ReLU between them and softmax
+// cross-entropy on the last. Matrix products go through OpenBLAS (cblas_sgemm, one thread: the
+// ranks of a job already share the cores, and one thread keeps every result reproducible).
+// cuBLAS is not used yet, in any build (docs/architecture.md, "The model").
+//
+// Layer k maps n_k inputs to n_{k+1} outputs: z = h W^T + b, with
+//   layer<k>.weight  [n_{k+1}, n_k]   row-major, Kaiming-uniform from the seed
+//   layer<k>.bias    [n_{k+1}]        zero
+// registered in that order, layer 0 first. Backward hands over layer k's bias, then its weight,
+// from the last layer down to layer 0: exactly reverse registration order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ringd::model {
+
+// "784,256,10" -> {784, 256, 10}; at least two sizes, each 1..1<<20. Throws kInvalidArgument.
+std::vector<size_t> parse_layer_sizes(const std::string& text);
+
+class Mlp : public Model {
+ public:
+  Mlp(std::vector<size_t> layer_sizes, uint64_t seed);
+
+  const std::vector<ParameterView>& parameters() const override { return params_; }
+  size_t input_size() const override { return sizes_.front(); }
+  size_t classes() const override { return sizes_.back(); }
+  std::string describe() const override;
+  ForwardResult forward(const Batch& batch) override;
+  void backward(const GradientReady& ready) override;
+
+  const std::vector<size_t>& layer_sizes() const { return sizes_; }
+
+ private:
+  size_t layers() const { return sizes_.size() - 1; }
+  void ensure_batch(size_t rows);
+
+  std::vector<size_t> sizes_;
+  std::vector<float> values_;  // every parameter, registration order
+  std::vector<float> grads_;
+  std::vector<ParameterView> params_;
+  // Of the last forward: the input, each layer's output (after ReLU for hidden layers; the
+  // softmax probabilities for the last) and the labels.
+  const float* input_ = nullptr;
+  std::vector<std::vector<float>> activations_;
+  std::vector<int32_t> labels_;
+  size_t rows_ = 0;
+  std::vector<float> delta_;       // d loss / d z of the layer being differentiated
+  std::vector<float> delta_next_;  // ... and of the layer below it
+};
+
+// Softmax cross-entropy of `rows` x `classes` logits, in place: `logits` becomes the
+// probabilities. Returns the summed loss; *correct counts argmax == label.
+double softmax_cross_entropy(float* logits, const int32_t* labels, size_t rows, size_t classes,
+                             size_t* correct);
+
+}  // namespace ringd::model

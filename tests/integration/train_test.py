@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""`ringd train` as a user runs it, on small synthetic IDX files written here:
+
+  1. an uninterrupted run (2 inproc ranks, checkpoints every 20 steps) -> reference parameters;
+  2. the same run SIGKILLed mid-way (after its step-40 checkpoint), the newest checkpoint then
+     corrupted, and `--resume`: the corrupt file is skipped with a warning, and the final parameters
+     are bitwise those of the uninterrupted run;
+  3. under mpirun: 4 processes with batch 4 end within 1e-4 (relative) of 1 process with batch 16;
+  4. a bad IDX file is an error naming it.
+
+usage: train_test.py RINGD HAVE_MPI"""
+import array
+import gzip
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import harness
+from harness import check
+
+STEPS = 120
+
+
+def write_idx(path, dims, data, compress=False):
+    header = bytes([0, 0, 8, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims)
+    opener = gzip.open if compress else open
+    with opener(path, "wb") as out:
+        out.write(header + bytes(data))
+
+
+def write_dataset(directory):
+    """4x4 images, 4 classes decided by a fixed random linear teacher."""
+    rng = random.Random(5)
+    teacher = [[rng.uniform(-1, 1) for _ in range(16)] for _ in range(4)]
+    for split, rows in (("train", 1024), ("t10k", 200)):
+        pixels, labels = [], []
+        for _ in range(rows):
+            image = [rng.randrange(256) for _ in range(16)]
+            scores = [sum(w * p for w, p in zip(row, image)) for row in teacher]
+            pixels += image
+            labels.append(scores.index(max(scores)))
+        write_idx(os.path.join(directory, f"{split}-images-idx3-ubyte.gz"), [rows, 4, 4], pixels,
+                  compress=True)
+        write_idx(os.path.join(directory, f"{split}-labels-idx1-ubyte"), [rows], labels)
+
+
+def read_floats(path):
+    values = array.array("f")
+    with open(path, "rb") as f:
+        values.frombytes(f.read())
+    return values
+
+
+def train_args(data, checkpoint_dir, out_prefix, extra=()):
+    return ["train", "--data", data, "--layers", "16,12,4", "--batch-size", "8", "--lr", "0.05",
+            "--warmup-steps", "10", "--epochs", "100", "--max-steps", str(STEPS), "--log-every",
+            "20", "--checkpoint-dir", checkpoint_dir, "--checkpoint-every", "20",
+            "--keep-checkpoints", "0", "--json", out_prefix + ".json", "--params-out",
+            out_prefix + ".params", "--timeout", "60", *extra]
+
+
+def check_ok(label, code, stdout, stderr):
+    check(code == 0, f"{label}: exit code {code}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+
+
+def kill_and_resume(ringd, directory, data):
+    inproc = ["--transport", "inproc", "--ranks", "2"]
+    reference = os.path.join(directory, "reference")
+    code, stdout, stderr, seconds = harness.run(
+        [ringd, *train_args(data, os.path.join(directory, "ckpt-ref"), reference, inproc)],
+        "uninterrupted run", timeout=120)
+    check_ok("uninterrupted run", code, stdout, stderr)
+    check("test accuracy" in stdout and "checkpoint: " in stdout, f"no closing lines:\n{stdout}")
+    with open(reference + ".json") as f:
+        summary = json.load(f)
+    check(summary["steps"] == STEPS and summary["ranks"] == 2 and summary["global_batch"] == 16,
+          f"summary {summary}")
+    print(f"ok   uninterrupted run in {seconds:.1f} s (test accuracy {summary['test_accuracy']})",
+          flush=True)
+
+    # The killed run sleeps 25 ms per step so that it is surely still running at step 40.
+    checkpoints = os.path.join(directory, "ckpt-killed")
+    killed = os.path.join(directory, "killed")
+    process = subprocess.Popen(
+        [ringd, *train_args(data, checkpoints, killed, [*inproc, "--throttle-ms", "25"])],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=harness.environment())
+    wanted = os.path.join(checkpoints, "ckpt-0000000040.ringd")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(wanted) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if process.poll() is not None:
+        raise harness.Failure(f"the run ended before it could be killed: {process.communicate()}")
+    check(os.path.exists(wanted), "no step-40 checkpoint within 60 s")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    names = sorted(n for n in os.listdir(checkpoints) if n.startswith("ckpt-"))
+    check(f"ckpt-{STEPS:010d}.ringd" not in names, f"killed too late: {names}")
+    # Corrupt the newest complete checkpoint: --resume must skip it and use the one before.
+    newest = os.path.join(checkpoints, names[-1])
+    with open(newest, "r+b") as f:
+        f.seek(64)
+        byte = f.read(1)
+        f.seek(64)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    code, stdout, stderr, _ = harness.run(
+        [ringd, *train_args(data, checkpoints, killed, [*inproc, "--resume"])], "resumed run",
+        timeout=120)
+    check_ok("resumed run", code, stdout, stderr)
+    check(f"skipping checkpoint {newest}" in stderr, f"no warning about {newest}:\n{stderr}")
+    previous = os.path.join(checkpoints, names[-2])
+    check(f"resuming from {previous}" in stdout, f"did not resume from {previous}:\n{stdout}")
+    with open(killed + ".json") as f:
+        resumed = json.load(f)
+    check(resumed["params_sha256"] == summary["params_sha256"],
+          f"resumed run's parameters differ: {resumed['params_sha256']} vs "
+          f"{summary['params_sha256']}")
+    with open(reference + ".params", "rb") as a, open(killed + ".params", "rb") as b:
+        check(a.read() == b.read(), "--params-out files differ")
+    print(f"ok   killed after {names[-1]}, newest corrupted, resumed from {names[-2]}: "
+          f"bitwise the same final parameters", flush=True)
+
+
+def mpirun_matches_one_rank(ringd, directory, data):
+    common = ["train", "--data", data, "--layers", "16,12,4", "--epochs", "100", "--max-steps",
+              "50", "--warmup-steps", "10", "--no-eval", "--log-every", "25", "--timeout", "60"]
+    outputs = {}
+    for np, batch, lr in ((4, 4, "0.05"), (1, 16, "0.2")):
+        out = os.path.join(directory, f"np{np}.params")
+        command = harness.mpirun(np, [ringd, *common, "--batch-size", str(batch), "--lr", lr,
+                                      "--params-out", out])
+        code, stdout, stderr, seconds = harness.run(command, f"mpirun -np {np}", timeout=120)
+        check_ok(f"mpirun -np {np}", code, stdout, stderr)
+        outputs[np] = read_floats(out)
+        print(f"ok   mpirun -np {np} --batch-size {batch} in {seconds:.1f} s", flush=True)
+    many, one = outputs[4], outputs[1]
+    check(len(many) == len(one) == 16 * 12 + 12 + 12 * 4 + 4, f"sizes {len(many)} {len(one)}")
+    largest = max(abs(v) for v in one)
+    worst = max(abs(a - b) for a, b in zip(many, one))
+    check(worst <= 1e-4 * largest, f"4 processes vs 1: max difference {worst} > 1e-4 x {largest}")
+    print(f"ok   4 processes vs 1 after 50 steps: max difference / max value = "
+          f"{worst / largest:.2g}", flush=True)
+
+
+def bad_idx(ringd, directory):
+    bad = os.path.join(directory, "bad")
+    os.makedirs(bad)
+    write_idx(os.path.join(bad, "train-images-idx3-ubyte"), [10, 4, 4], [0] * 150)  # 10 short
+    write_idx(os.path.join(bad, "train-labels-idx1-ubyte"), [10], [0] * 10)
+    code, stdout, stderr, _ = harness.run(
+        [ringd, "train", "--data", bad, "--layers", "16,4", "--transport", "inproc", "--ranks",
+         "1"], "bad IDX", timeout=60)
+    path = os.path.join(bad, "train-images-idx3-ubyte")
+    check(code == 1 and path in stderr and "truncated" in stderr,
+          f"bad IDX: exit code {code}, stderr:\n{stderr}")
+    print("ok   a truncated IDX file is an error naming it", flush=True)
+
+
+def test(ringd, args):
+    have_mpi = args[0] == "1"
+    directory = tempfile.mkdtemp(prefix="ringd-train-")
+    try:
+        data = os.path.join(directory, "data")
+        os.makedirs(data)
+        write_dataset(data)
+        kill_and_resume(ringd, directory, data)
+        bad_idx(ringd, directory)
+        if have_mpi and shutil.which("mpirun"):
+            mpirun_matches_one_rank(ringd, directory, data)
+        else:
+            print("skip mpirun comparison: built without MPI or no mpirun", flush=True)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    harness.main(test)
