@@ -29,6 +29,14 @@ STATE_DIR = "/var/lib/ringd"
 SECRET_VARIABLES = ("RINGD_JOB_SECRET", "RINGD_JOB_SECRET_FILE")
 MIN_SHM_BYTES = 256 * 1024**2
 
+# Flags the manifests use that a command announces but does not have yet: reported as notes while
+# missing, so that a manifest may follow a documented contract ahead of the code. Each entry says
+# where the flag is promised; once the binary has the flag the entry is noted as stale.
+PENDING_FLAGS = {
+    ("ringd train", "--ps-servers"): "issue 6's parameter-server mode, where workers list the "
+                                     "`ringd ps` servers; train's --mode ps is still a hook",
+}
+
 UNITS = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "K": 1000, "M": 1000**2,
          "G": 1000**3, "T": 1000**4}
 
@@ -292,8 +300,15 @@ class Checker:
                 if not word.startswith("-") or word == "-":
                     continue
                 flag = word.split("=", 1)[0]
-                if not re.search(r"(^|[\s,\[])" + re.escape(flag) + r"($|[\s,=\]])", help_text,
-                                 re.M):
+                present = re.search(r"(^|[\s,\[])" + re.escape(flag) + r"($|[\s,=\]])",
+                                    help_text, re.M)
+                pending = PENDING_FLAGS.get((name, flag))
+                if present and pending:
+                    self.notes.append(f"`{name}` now has {flag}: remove it from PENDING_FLAGS in "
+                                      "tests/k8s/check_manifests.py")
+                elif not present and pending:
+                    self.notes.append(f"{where}: `{name}` {flag} is not built yet ({pending})")
+                elif not present:
                     self.fail(where, f"`{name}` has no flag {flag} (`{name} --help`)")
 
 
