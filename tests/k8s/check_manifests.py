@@ -276,6 +276,10 @@ class Checker:
                              "default is 64 MiB)")
         elif (quantity_bytes(shm.get("sizeLimit", "0")) or 0) < MIN_SHM_BYTES:
             self.fail(where, f"/dev/shm sizeLimit {shm.get('sizeLimit')} is under 256Mi")
+        metrics = env.get("RINGD_METRICS_FILE")
+        if not metrics or not metrics.startswith(STATE_DIR + "/"):
+            self.fail(where, f"RINGD_METRICS_FILE={metrics}: it must name a file in {STATE_DIR} "
+                             "(rank 0 writes it, the agent serves it under /metrics)")
         if STATE_DIR not in mounts:
             self.fail(where, f"nothing is mounted at {STATE_DIR}: the completion marker would not "
                              "survive a container restart")
