@@ -89,6 +89,12 @@ def main():
         # The cpu overlay already has a `patches:` list; the others get theirs appended to it.
         append("cpu", UNKNOWN_FIELD)
         append("gpu", WRONG_TYPE)
+        gpu = os.path.join(overlays, "gpu", "kustomization.yaml")
+        with open(gpu) as f:
+            text = f.read()
+        with open(gpu, "w") as f:  # metrics where neither the agent's volume nor a reader is
+            f.write(text.replace("      - NCCL_DEBUG=WARN\n",
+                                 "      - NCCL_DEBUG=WARN\n      - RINGD_METRICS_FILE=/tmp/m.prom\n"))
         append("bench", BAD_PATH)
         append("rdma", STALE_REPLICAS)
         append("rdma-host-network", DANGLING_MOUNT)
@@ -133,6 +139,8 @@ def main():
                                        "but the StatefulSet has 4 replicas"),
         ("a variable ringd does not read", "rdma: StatefulSet/ringd container ringd: sets "
                                            "RINGD_IB_GID_IDX, which neither"),
+        ("metrics file off the job volume", "RINGD_METRICS_FILE=/tmp/m.prom: it must name a file "
+                                            "in /var/lib/ringd"),
         ("root without IPC_LOCK", "root: StatefulSet/ringd container ringd: runs as root"),
         ("Service not publishing not-ready pods", "ps: StatefulSet/ringd-ps: Service ringd-ps "
                                                   "lacks publishNotReadyAddresses"),
