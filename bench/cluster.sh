@@ -10,6 +10,12 @@
 #
 # RATE is a tc rate: 100mbit, 1gbit, 10gbit, ...
 #
+# Names and addresses can be moved aside so that a test's cluster does not collide with a
+# benchmark's: RINGD_CLUSTER_NODE_PREFIX (namespaces, default ringd-node), RINGD_CLUSTER_PORT_PREFIX
+# (bridge ports, default ringd-v; at most 12 characters), RINGD_CLUSTER_BRIDGE (default ringd-br0),
+# RINGD_CLUSTER_SUBNET (the first three octets, default 10.77.0). tests/integration/
+# launcher_netns_test.py uses them.
+#
 #              root namespace                          namespace ringd-node<i>
 #   ringd-br0 (bridge, no address) ── ringd-v<i> ══ veth ══ eth0  10.77.0.<i+1>/24
 #                                     tbf: bridge -> node     tbf: node -> bridge
@@ -30,16 +36,18 @@
 # ever-growing queue.
 set -euo pipefail
 
-readonly BRIDGE=ringd-br0
-readonly SUBNET=10.77.0
+readonly BRIDGE=${RINGD_CLUSTER_BRIDGE:-ringd-br0}
+readonly SUBNET=${RINGD_CLUSTER_SUBNET:-10.77.0}
+readonly NODE_PREFIX=${RINGD_CLUSTER_NODE_PREFIX:-ringd-node}
+readonly PORT_PREFIX=${RINGD_CLUSTER_PORT_PREFIX:-ringd-v}
 readonly TBF_LATENCY=5ms
 
-node_name() { echo "ringd-node$1"; }
-port_name() { echo "ringd-v$1"; }
+node_name() { echo "$NODE_PREFIX$1"; }
+port_name() { echo "$PORT_PREFIX$1"; }
 node_address() { echo "$SUBNET.$(($1 + 1))"; }
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -140,14 +148,14 @@ down() {
 }
 
 status() {
-  ip netns list | grep '^ringd-node' || echo "(no ringd namespaces)"
+  ip netns list | grep "^$NODE_PREFIX" || echo "(no ringd namespaces)"
   ip -br link show master "$BRIDGE" 2>/dev/null || echo "(no bridge $BRIDGE)"
   local ns
-  for ns in $(ip netns list | awk '/^ringd-node/ {print $1}'); do
+  for ns in $(ip netns list | awk -v p="$NODE_PREFIX" 'index($1, p) == 1 {print $1}'); do
     echo "$ns: $(ip -n "$ns" -br addr show eth0 2>/dev/null)"
     tc -n "$ns" qdisc show dev eth0 2>/dev/null | sed 's/^/  eth0 /'
   done
-  tc qdisc show 2>/dev/null | grep ringd-v | sed 's/^/  /' || true
+  tc qdisc show 2>/dev/null | grep -- "$PORT_PREFIX" | sed 's/^/  /' || true
 }
 
 [[ $# -ge 1 ]] || usage
