@@ -11,7 +11,9 @@ cluster.local), each running `ringd agent`. In "pod 0":
   2. `ringd launch` again finds the marker and does not run mpirun;
   3. a longer job is started and one pod's agent (ringd-2) is killed mid-run: launch fails within
      the bound with a message naming ringd-2;
-  4. `ringd hostfile` then gives up after its --wait-timeout, listing ringd-2 (exit 3).
+  4. `ringd hostfile` then gives up after its --wait-timeout, listing ringd-2 (exit 3);
+  5. as in the manifests, pod 0's agent runs launch from the words after its "--" and keeps serving,
+     with launch's exit code in its /metrics.
 
 Needs root, `ip netns` and mpirun; skips (exit 77) saying which is missing. Every namespace, the
 bridge, the hosts files and every process are removed on any exit.
@@ -103,10 +105,10 @@ class Cluster:
     def in_pod(self, i, command):
         return ["ip", "netns", "exec", namespace(i), *command]
 
-    def start_agent(self, i):
+    def start_agent(self, i, extra=()):
         log = open(os.path.join(self.work, f"agent{i}.log"), "w+")
         process = subprocess.Popen(
-            self.in_pod(i, [self.ringd, "agent"]),
+            self.in_pod(i, [self.ringd, "agent", *extra]),
             stdout=log, stderr=subprocess.STDOUT, env=self.pod_env(i), start_new_session=True)
         self.agents[i] = (process, log)
 
@@ -139,6 +141,8 @@ class Cluster:
 
     def teardown(self):
         for process, log in self.agents.values():
+            if log.closed:
+                continue
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
@@ -269,6 +273,30 @@ def run_scenarios(cluster, ringd, work):
     check(seconds < 10, f"hostfile took {seconds:.1f} s with --wait-timeout 1.5")
     check(not os.path.exists(os.path.join(work, "hf")), "hostfile written although a pod is missing")
     print(f"ok   ringd hostfile gave up after {seconds:.1f} s naming {dns(2)}")
+
+    # 5. As in the manifests: pod 2 restarts, and pod 0's agent runs launch itself (the words
+    # after "--"), keeps serving afterwards and reports launch's exit code in /metrics.
+    cluster.start_agent(2)
+    agent0, _ = cluster.agents[0]
+    os.killpg(agent0.pid, signal.SIGKILL)
+    agent0.wait()
+    cluster.start_agent(0, ["--", "--hostfile", os.path.join(work, "hostfile"), "--marker",
+                            os.path.join(work, "agent.done"), "--iface", "eth0",
+                            "--oversubscribed", "--", ringd, "bench", "allreduce", "-b", "4K",
+                            "-e", "4K", "--iters", "2", "--check"])
+
+    def launch_ended():
+        text = cluster.http_get(0, "/metrics")
+        return re.search(r'^ringd_launch_running\{pod="ringd-0"\} 0$', text, re.M) is not None
+    wait_until(launch_ended, 60, "pod 0's agent reporting that its launch ended")
+    metrics = cluster.http_get(0, "/metrics")
+    log = cluster.agent_log(0)
+    check(re.search(r'^ringd_launch_exit_code\{pod="ringd-0"\} 0$', metrics, re.M) is not None,
+          f"launch run by the agent failed:\n{metrics}\n{log}")
+    check(os.path.exists(os.path.join(work, "agent.done")) and "serving on" in log,
+          f"agent 0 after its launch:\n{log}")
+    check(cluster.http_get(0, "/healthz") == "ok\n", "agent 0 stopped serving after launch")
+    print("ok   pod 0's agent ran launch from its own arguments and serves on (exit code 0)")
 
 
 if __name__ == "__main__":
