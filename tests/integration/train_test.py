@@ -6,7 +6,9 @@
      corrupted, and `--resume`: the corrupt file is skipped with a warning, and the final parameters
      are bitwise those of the uninterrupted run;
   3. under mpirun: 4 processes with batch 4 end within 1e-4 (relative) of 1 process with batch 16;
-  4. a bad IDX file is an error naming it.
+  4. a bad IDX file is an error naming it;
+  5. a really full disk (a 1.2 MB tmpfs, where mounting is allowed): the checkpoint that does not
+     fit is a clear error, the previous one stays intact and a resumed run reads it.
 
 usage: train_test.py RINGD HAVE_MPI"""
 import array
@@ -160,6 +162,39 @@ def bad_idx(ringd, directory):
     print("ok   a truncated IDX file is an error naming it", flush=True)
 
 
+def full_disk(ringd, directory):
+    mount = os.path.join(directory, "small-fs")
+    os.makedirs(mount)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs",
+                                            mount], capture_output=True).returncode != 0:
+        print("skip full disk: cannot mount a tmpfs here (needs root)", flush=True)
+        return
+    try:
+        profile = os.path.join(directory, "small.tsv")
+        with open(profile, "w") as out:
+            out.write("a.weight\t100000\na.bias\t10\n")  # 800 KB per checkpoint with momentum
+        checkpoints = os.path.join(mount, "ckpt")
+        common = ["train", "--model", "replay", "--profile", profile, "--transport", "inproc",
+                  "--ranks", "2", "--checkpoint-dir", checkpoints, "--timeout", "60"]
+        code, stdout, stderr, _ = harness.run(
+            [ringd, *common, "--steps-per-epoch", "10", "--epochs", "1", "--checkpoint-every", "5"],
+            "full disk", timeout=60)
+        check(code == 1 and "no space left on the device writing checkpoint" in stderr and
+              "ckpt-0000000010.ringd" in stderr, f"full disk: exit {code}, stderr:\n{stderr}")
+        check(os.listdir(checkpoints) == ["ckpt-0000000005.ringd"],
+              f"full disk left {os.listdir(checkpoints)}")
+        code, stdout, stderr, _ = harness.run(
+            [ringd, *common, "--steps-per-epoch", "5", "--epochs", "1", "--resume"],
+            "resume after full disk", timeout=60)
+        check(code == 0 and "resuming from " + os.path.join(checkpoints, "ckpt-0000000005.ringd")
+              in stdout and "skipping" not in stderr,
+              f"resume after full disk: exit {code}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        print("ok   a full disk (tmpfs) is a clear error; the previous checkpoint stays usable",
+              flush=True)
+    finally:
+        subprocess.run(["umount", mount], capture_output=True)
+
+
 def test(ringd, args):
     have_mpi = args[0] == "1"
     directory = tempfile.mkdtemp(prefix="ringd-train-")
@@ -169,6 +204,7 @@ def test(ringd, args):
         write_dataset(data)
         kill_and_resume(ringd, directory, data)
         bad_idx(ringd, directory)
+        full_disk(ringd, directory)
         if have_mpi and shutil.which("mpirun"):
             mpirun_matches_one_rank(ringd, directory, data)
         else:
