@@ -6,6 +6,8 @@
      corrupted, and `--resume`: the corrupt file is skipped with a warning, and the final parameters
      are bitwise those of the uninterrupted run;
   3. under mpirun: 4 processes with batch 4 end within 1e-4 (relative) of 1 process with batch 16;
+     standalone (--rank/--size/--rendezvous over tcp): 2 processes end bitwise where 2 inproc
+     ranks do;
   4. a bad IDX file is an error naming it;
   5. a really full disk (a 1.2 MB tmpfs, where mounting is allowed): the checkpoint that does not
      fit is a clear error, the previous one stays intact and a resumed run reads it.
@@ -125,6 +127,15 @@ def kill_and_resume(ringd, directory, data):
         check(a.read() == b.read(), "--params-out files differ")
     print(f"ok   killed after {names[-1]}, newest corrupted, resumed from {names[-2]}: "
           f"bitwise the same final parameters", flush=True)
+
+    standalone = os.path.join(directory, "standalone")
+    job = harness.Job(ringd, 2, train_args(data, os.path.join(directory, "ckpt-standalone"),
+                                           standalone))
+    codes = job.wait(120)
+    check(codes == [0, 0], f"standalone: exit codes {codes}: {job.output(0)} {job.output(1)}")
+    with open(reference + ".params", "rb") as a, open(standalone + ".params", "rb") as b:
+        check(a.read() == b.read(), "standalone tcp ranks end elsewhere than inproc ranks")
+    print("ok   2 standalone tcp processes: bitwise the inproc run's parameters", flush=True)
 
 
 def mpirun_matches_one_rank(ringd, directory, data):
