@@ -231,6 +231,8 @@ ParameterServer::~ParameterServer() {
 
 uint16_t ParameterServer::port() const { return impl_->port; }
 std::string ParameterServer::address() const { return impl_->address; }
-void ParameterServer::wait_until_done() { impl_->store.wait_until_done(); }
+void ParameterServer::wait_until_done(std::chrono::milliseconds idle_limit) {
+  impl_->store.wait_until_done(idle_limit);
+}
 
 }  // namespace ringd::ps

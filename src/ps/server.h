@@ -34,8 +34,8 @@ class ParameterServer {
   std::string address() const;  // "host:port" for workers
 
   // Blocks until every worker of the job has said BYE; throws the job's failure (a lost worker,
-  // naming it) instead.
-  void wait_until_done();
+  // naming it) instead, or kTimeout when no worker was heard from for `idle_limit` (0 = never).
+  void wait_until_done(std::chrono::milliseconds idle_limit = std::chrono::milliseconds(0));
 
  private:
   struct Impl;

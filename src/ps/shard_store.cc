@@ -129,6 +129,7 @@ void ShardStore::register_worker(const JobDescription& job, const std::string& f
   }
   registered_[static_cast<size_t>(job.worker_rank())] = 1;
   ++registered_count_;
+  last_activity_ = std::chrono::steady_clock::now();
 }
 
 bool ShardStore::worker_left(int rank) {
@@ -138,7 +139,8 @@ bool ShardStore::worker_left(int rank) {
     ++left_count_;
   }
   const bool done = left_count_ == job_.workers();
-  if (done) changed_.notify_all();
+  last_activity_ = std::chrono::steady_clock::now();
+  changed_.notify_all();
   return done;
 }
 
@@ -225,6 +227,7 @@ float* ShardStore::begin_init(int rank, size_t index) {
 void ShardStore::init_done(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
   owned_tensor(index, "INIT").initialized = true;
+  last_activity_ = std::chrono::steady_clock::now();
   changed_.notify_all();
 }
 
@@ -263,6 +266,7 @@ void ShardStore::push_done(int rank, size_t index, int64_t step, double learning
   std::unique_lock<std::mutex> lock(mutex_);
   Tensor& tensor = owned_tensor(index, "PUSH");
   const size_t worker = static_cast<size_t>(rank);
+  last_activity_ = std::chrono::steady_clock::now();
   if (job_.asynchronous()) return;  // applied by apply_async
   tensor.arrived[worker] = 1;
   if (tensor.arrived_count == 0) {
@@ -297,6 +301,7 @@ void ShardStore::apply_async(size_t index, const float* grad, double learning_ra
   {
     std::lock_guard<std::mutex> lock(mutex_);
     tensor = &owned_tensor(index, "PUSH");
+    last_activity_ = std::chrono::steady_clock::now();
   }
   std::lock_guard<std::mutex> tensor_lock(*tensor->lock);
   sgd_->apply(tensor->index, tensor->value.data(), grad, tensor->value.size(), learning_rate);
@@ -334,6 +339,7 @@ void ShardStore::pull(int64_t after_step, std::chrono::milliseconds timeout,
                       std::vector<const float*>* out, std::vector<std::vector<float>>* scratch) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!have_job_) RINGD_THROW(kProtocol, name_ << ": PULL before REGISTER");
+  last_activity_ = std::chrono::steady_clock::now();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!failed_ && !pull_ready(after_step)) {
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !pull_ready(after_step)) {
@@ -360,9 +366,30 @@ void ShardStore::pull(int64_t after_step, std::chrono::milliseconds timeout,
   }
 }
 
-void ShardStore::wait_until_done() {
+void ShardStore::wait_until_done(std::chrono::milliseconds idle_limit) {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return failed_ || (have_job_ && left_count_ == job_.workers()); });
+  auto done = [this] { return failed_ || (have_job_ && left_count_ == job_.workers()); };
+  while (!done()) {
+    if (idle_limit.count() <= 0) {
+      changed_.wait(lock);
+      continue;
+    }
+    const auto idle_until = last_activity_ + idle_limit;
+    if (std::chrono::steady_clock::now() >= idle_until) {
+      std::string waiting;
+      for (size_t w = 0; w < left_.size(); ++w) {
+        if (!left_[w]) {
+          waiting += std::string(waiting.empty() ? "" : ", ") + std::to_string(w) +
+                     (registered_[w] ? "" : " (never registered)");
+        }
+      }
+      RINGD_THROW(kTimeout, name_ << ": no worker was heard from for " << idle_limit.count()
+                                  << " ms while waiting for the job to end; still waiting for "
+                                  << (have_job_ ? "worker(s) " + waiting
+                                                : std::string("any worker to register")));
+    }
+    changed_.wait_until(lock, idle_until);
+  }
   if (failed_) throw_failure();
 }
 

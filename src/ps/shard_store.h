@@ -19,6 +19,7 @@
 // never a torn tensor); pulls copy the current values under the same lock.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -77,8 +78,10 @@ class ShardStore {
   void pull(int64_t after_step, std::chrono::milliseconds timeout, std::vector<const float*>* out,
             std::vector<std::vector<float>>* scratch);
 
-  // Blocks until every registered worker left (true) or the job failed (throws its error).
-  void wait_until_done();
+  // Blocks until every worker of the job said BYE, or throws: the job's failure, or kTimeout
+  // naming the workers still missing when no worker did anything for `idle_limit` (0 = wait
+  // forever; a co-located server uses it so that a worker that never came cannot hang it).
+  void wait_until_done(std::chrono::milliseconds idle_limit = std::chrono::milliseconds(0));
 
   int64_t applied_step(size_t index) const;
 
@@ -118,6 +121,7 @@ class ShardStore {
   std::vector<char> left_;
   int registered_count_ = 0;
   int left_count_ = 0;
+  std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
   bool failed_ = false;
   int failure_code_ = 0;
   std::string failure_;

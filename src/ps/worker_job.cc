@@ -19,14 +19,15 @@ constexpr size_t kAddressBytes = 128;  // one allgathered "host:port", NUL-padde
 // A worker that also hosts a server shard (co-located placement).
 class ColocatedSync : public model::ParameterSync {
  public:
-  ColocatedSync(std::unique_ptr<ParameterServer> server, std::unique_ptr<PsSync> sync)
-      : server_(std::move(server)), sync_(std::move(sync)) {}
+  ColocatedSync(std::unique_ptr<ParameterServer> server, std::unique_ptr<PsSync> sync,
+                std::chrono::milliseconds idle_limit)
+      : server_(std::move(server)), sync_(std::move(sync)), idle_limit_(idle_limit) {}
 
   ~ColocatedSync() override {
     sync_.reset();  // this worker's goodbye (or, unwinding, its loss) first
     if (!server_) return;
     try {
-      server_->wait_until_done();
+      server_->wait_until_done(idle_limit_);
     } catch (const Error& error) {
       RINGD_LOG(kWarn) << "co-located " << server_->address() << " ends: " << error.what();
     }
@@ -44,6 +45,9 @@ class ColocatedSync : public model::ParameterSync {
  private:
   std::unique_ptr<ParameterServer> server_;
   std::unique_ptr<PsSync> sync_;
+  // How long the server may hear nothing from any worker at the end before it gives up on the
+  // ones that have not said BYE (a worker that never came, or one stuck elsewhere).
+  const std::chrono::milliseconds idle_limit_;
 };
 
 }  // namespace
@@ -112,7 +116,9 @@ std::unique_ptr<model::ParameterSync> make_worker_sync(const WorkerJobOptions& o
     sync_options.servers.emplace_back(all.data() + static_cast<size_t>(s) * kAddressBytes);
   }
   auto sync = std::make_unique<PsSync>(std::move(sync_options));
-  return std::make_unique<ColocatedSync>(std::move(server), std::move(sync));
+  const std::chrono::milliseconds timeout =
+      options.timeout.count() > 0 ? options.timeout : tunables().timeout;
+  return std::make_unique<ColocatedSync>(std::move(server), std::move(sync), 2 * timeout);
 }
 
 }  // namespace ringd::ps

@@ -1,0 +1,276 @@
+// Parameter-server failures, each reaching the trainer as a ringd::Error that names who and what,
+// in bounded time: wrong job secret, no server, a server that dies, a worker that dies, a worker
+// that stops pushing (timeout naming it), a worker describing another model, and foreign or
+// truncated bytes sent to a server (rejected, and the server keeps serving real workers).
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include "ps/frame.h"
+#include "ps/ps_sync.h"
+#include "ps/ps_test_support.h"
+#include "ringd/error.h"
+#include "transport/tcp/handshake.h"
+
+namespace ringd::ps {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::Servers;
+using testing::ToyModel;
+
+const std::vector<size_t> kCounts = {40, 5, 12};
+
+// Runs `body`, which must throw ringd::Error of `code` with every string of `needles` in its
+// message.
+template <typename Body>
+void expect_error(Body body, ErrorCode code, const std::vector<std::string>& needles) {
+  try {
+    body();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), code) << error.what();
+    for (const std::string& needle : needles) {
+      EXPECT_NE(std::string(error.what()).find(needle), std::string::npos)
+          << "'" << needle << "' not in: " << error.what();
+    }
+    return;
+  }
+  ADD_FAILURE() << "no error (expected " << error_code_name(code) << ")";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(PsErrors, WrongSecretIsRejected) {
+  Servers servers(1, "the-right-secret");
+  ToyModel model(kCounts, 0);
+  PsSync sync(testing::worker_options(servers, 0, 1, ShardPolicy::kRoundRobin, false, "wrong"));
+  expect_error([&] { sync.initialize(model.views); }, ErrorCode::kAuth, {});
+}
+
+TEST(PsErrors, UnreachableServerTimesOutNamingIt) {
+  std::string address;
+  {
+    Servers gone(1, "s");  // a port that was just free and is closed again
+    address = gone.addresses[0];
+  }
+  Servers dummy(0, "s");
+  dummy.addresses = {address};
+  PsSyncOptions options =
+      testing::worker_options(dummy, 0, 1, ShardPolicy::kRoundRobin, false, "s");
+  options.timeout = milliseconds(1000);
+  ToyModel model(kCounts, 0);
+  PsSync sync(options);
+  const auto start = std::chrono::steady_clock::now();
+  expect_error([&] { sync.initialize(model.views); }, ErrorCode::kTimeout,
+               {"parameter server 0 (" + address + ")", "ringd ps"});
+  EXPECT_LT(seconds_since(start), 10);
+}
+
+TEST(PsErrors, DeadServerIsNamed) {
+  Servers servers(2, "s");
+  const std::string dead = servers.addresses[1];
+  std::vector<std::unique_ptr<ToyModel>> models;
+  std::vector<std::unique_ptr<PsSync>> syncs;
+  for (int rank = 0; rank < 2; ++rank) {
+    models.push_back(std::make_unique<ToyModel>(kCounts, rank));
+    syncs.push_back(std::make_unique<PsSync>(
+        testing::worker_options(servers, rank, 2, ShardPolicy::kRoundRobin, false, "s")));
+  }
+  testing::run_workers(2, [&](int rank) {
+    syncs[rank]->initialize(models[rank]->views);
+    testing::train(*syncs[rank], *models[rank], rank, 0, 1);
+  });
+  servers.servers[1].reset();  // server 1 goes away between steps
+  const auto start = std::chrono::steady_clock::now();
+  testing::run_workers(2, [&](int rank) {
+    expect_error([&] { testing::train(*syncs[rank], *models[rank], rank, 1, 1); },
+                 ErrorCode::kPeerLost, {"parameter server 1 (" + dead + ")"});
+  });
+  EXPECT_LT(seconds_since(start), 10);
+}
+
+TEST(PsErrors, DeadWorkerIsNamedToTheOthers) {
+  Servers servers(1, "s");
+  ToyModel model0(kCounts, 0);
+  PsSync sync0(testing::worker_options(servers, 0, 2, ShardPolicy::kRoundRobin, false, "s"));
+  std::thread worker1([&] {
+    try {
+      ToyModel model1(kCounts, 1);
+      PsSync sync1(testing::worker_options(servers, 1, 2, ShardPolicy::kRoundRobin, false, "s"));
+      sync1.initialize(model1.views);
+      testing::train(sync1, model1, 1, 0, 1);
+      throw std::runtime_error("worker 1 crashes");  // sync1 is destroyed while unwinding
+    } catch (const std::runtime_error&) {
+    }
+  });
+  sync0.initialize(model0.views);
+  testing::train(sync0, model0, 0, 0, 1);
+  worker1.join();
+  const auto start = std::chrono::steady_clock::now();
+  expect_error([&] { testing::train(sync0, model0, 0, 1, 1); }, ErrorCode::kPeerLost,
+               {"worker 1", "was lost"});
+  EXPECT_LT(seconds_since(start), 10);  // at once, not after the 20 s timeout
+}
+
+TEST(PsErrors, StuckWorkerTimesOutNamingTheMissingWorker) {
+  Servers servers(1, "s", milliseconds(1000));
+  ToyModel model0(kCounts, 0);
+  ToyModel model1(kCounts, 1);
+  PsSync sync0(testing::worker_options(servers, 0, 2, ShardPolicy::kRoundRobin, false, "s"));
+  PsSync sync1(testing::worker_options(servers, 1, 2, ShardPolicy::kRoundRobin, false, "s"));
+  sync0.initialize(model0.views);
+  sync1.initialize(model1.views);  // ... and then never pushes
+  const auto start = std::chrono::steady_clock::now();
+  expect_error([&] { testing::train(sync0, model0, 0, 0, 1); }, ErrorCode::kTimeout,
+               {"step 0", "worker(s) 1", "layer"});
+  EXPECT_LT(seconds_since(start), 10);
+}
+
+TEST(PsErrors, WorkerWithAnotherModelIsRejected) {
+  Servers servers(1, "s");
+  ToyModel model0(kCounts, 0);
+  PsSync sync0(testing::worker_options(servers, 0, 2, ShardPolicy::kRoundRobin, false, "s"));
+  sync0.initialize(model0.views);
+  ToyModel other({40, 6, 12}, 1);
+  PsSync sync1(testing::worker_options(servers, 1, 2, ShardPolicy::kRoundRobin, false, "s"));
+  expect_error([&] { sync1.initialize(other.views); }, ErrorCode::kMismatch,
+               {"worker 1", "tensor 1 'layer1/w' of 6 elements", "of 5"});
+}
+
+TEST(PsErrors, WorkersDisagreeingOnSharding) {
+  Servers servers(1, "s");
+  ToyModel model0(kCounts, 0);
+  PsSync sync0(testing::worker_options(servers, 0, 2, ShardPolicy::kRoundRobin, false, "s"));
+  sync0.initialize(model0.views);
+  ToyModel model1(kCounts, 1);
+  PsSync sync1(testing::worker_options(servers, 1, 2, ShardPolicy::kGreedyBySize, false, "s"));
+  expect_error([&] { sync1.initialize(model1.views); }, ErrorCode::kMismatch,
+               {"sharding greedy", "round-robin"});
+}
+
+// A client that passed the handshake (it knows the secret) but then sends bytes of its own.
+tcp::Fd raw_client(const std::string& address, const std::string& secret) {
+  tcp::HelloInfo hello;
+  hello.kind = tcp::PeerKind::kPsWorker;
+  hello.rank = 0;
+  hello.world_size = 1;
+  std::string last_error;
+  int attempts = 0;
+  tcp::Fd socket = tcp::dial_with_retry(
+      tcp::parse_endpoint(address, "test"), 0, secret, hello, -1, "test client", address,
+      tcp::Clock::now() + std::chrono::seconds(10), &last_error, &attempts);
+  EXPECT_TRUE(socket.valid()) << last_error;
+  return socket;
+}
+
+void send_raw(int fd, const std::vector<uint8_t>& bytes) {
+  int error = 0;
+  ASSERT_EQ(tcp::send_all(fd, bytes.data(), bytes.size(),
+                          tcp::Clock::now() + std::chrono::seconds(5), &error),
+            tcp::IoStatus::kOk);
+}
+
+TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
+  Servers servers(1, "s");
+  {
+    // Garbage: the server answers with an ERROR frame saying what it got, then closes.
+    Connection connection(raw_client(servers.addresses[0], "s"), "the server", milliseconds(5000));
+    send_raw(connection.fd(), std::vector<uint8_t>(64, 'x'));
+    Header reply;
+    ASSERT_TRUE(connection.receive_header(&reply, false, -1, nullptr, "the reply"));
+    EXPECT_EQ(reply.type(), ERROR);
+    EXPECT_EQ(reply.error_code(), static_cast<uint32_t>(ErrorCode::kProtocol));
+    EXPECT_NE(reply.error().find("not a ringd parameter-server message"), std::string::npos)
+        << reply.error();
+  }
+  {
+    // A frame claiming a 1 GiB header.
+    Connection connection(raw_client(servers.addresses[0], "s"), "the server", milliseconds(5000));
+    std::vector<uint8_t> prefix = {'R', 'N', 'P', 'S', 1, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0};
+    send_raw(connection.fd(), prefix);
+    Header reply;
+    ASSERT_TRUE(connection.receive_header(&reply, false, -1, nullptr, "the reply"));
+    EXPECT_EQ(reply.type(), ERROR);
+    EXPECT_NE(reply.error().find("malformed frame"), std::string::npos) << reply.error();
+  }
+  {
+    // A truncated frame: half a header, then the connection closes.
+    tcp::Fd socket = raw_client(servers.addresses[0], "s");
+    send_raw(socket.get(), {'R', 'N', 'P', 'S', 1, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3});
+  }
+  // None of that was a registered worker, so the job is unaffected: real workers train.
+  testing::run_workers(2, [&](int rank) {
+    ToyModel model(kCounts, rank);
+    PsSync sync(testing::worker_options(servers, rank, 2, ShardPolicy::kRoundRobin, false, "s"));
+    sync.initialize(model.views);
+    testing::train(sync, model, rank, 0, 2);
+  });
+  servers.servers[0]->wait_until_done();
+}
+
+// The worker's side of the same checks, on a socket pair.
+TEST(PsFrame, RejectsForeignTruncatedAndMissizedFrames) {
+  auto pair = [] {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    tcp::set_nonblocking(fds[0]);
+    tcp::set_nonblocking(fds[1]);
+    return std::make_pair(tcp::Fd(fds[0]), tcp::Fd(fds[1]));
+  };
+  {
+    auto [ours, theirs] = pair();
+    Connection connection(std::move(ours), "parameter server 3 (test)", milliseconds(2000));
+    send_raw(theirs.get(),
+             {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', '2', '0', '0', ' ', 'O', 'K', '\n'});
+    Header header;
+    expect_error([&] { connection.receive_header(&header, false, -1, nullptr, "a pull"); },
+                 ErrorCode::kProtocol,
+                 {"parameter server 3 (test)", "not a ringd parameter-server message", "a pull"});
+  }
+  {
+    auto [ours, theirs] = pair();
+    Connection sender(std::move(theirs), "worker", milliseconds(2000));
+    Connection connection(std::move(ours), "parameter server 3 (test)", milliseconds(2000));
+    const std::vector<float> values(100, 1.0f);
+    Header header;
+    header.set_type(VALUES);
+    sender.send(header, {{values.data(), 40}}, "test");  // announces 40 bytes
+    Header got;
+    ASSERT_TRUE(connection.receive_header(&got, false, -1, nullptr, "a pull"));
+    expect_error([&] { connection.expect_payload(400, "a pull"); }, ErrorCode::kProtocol,
+                 {"announced 40 payload bytes", "expected 400"});
+  }
+  {
+    auto [ours, theirs] = pair();
+    Connection connection(std::move(ours), "parameter server 3 (test)", milliseconds(2000));
+    Header header;
+    header.set_type(VALUES);
+    header.set_payload_bytes(400);
+    const std::string encoded = header.SerializeAsString();
+    std::vector<uint8_t> frame = {
+        'R', 'N', 'P', 'S', 1, 0, 0, 0, static_cast<uint8_t>(encoded.size()), 0, 0, 0, 0, 0, 0, 0};
+    frame.insert(frame.end(), encoded.begin(), encoded.end());
+    frame.insert(frame.end(), 100, 0);  // 100 of the 400 payload bytes
+    send_raw(theirs.get(), frame);
+    theirs.reset();
+    Header got;
+    ASSERT_TRUE(connection.receive_header(&got, false, -1, nullptr, "a pull"));
+    connection.expect_payload(400, "a pull");
+    std::vector<float> into(100);
+    expect_error([&] { connection.receive_payload(into.data(), 400, "a pull"); },
+                 ErrorCode::kProtocol, {"truncated", "parameter server 3 (test)"});
+  }
+  {
+    auto [ours, theirs] = pair();
+    Connection connection(std::move(ours), "parameter server 3 (test)", milliseconds(300));
+    Header got;
+    expect_error([&] { connection.receive_header(&got, false, -1, nullptr, "a pull"); },
+                 ErrorCode::kTimeout, {"parameter server 3 (test)", "did not answer"});
+  }
+}
+
+}  // namespace
+}  // namespace ringd::ps
