@@ -8,6 +8,7 @@
 #include "common/tunables.h"
 #include "launcher/bench_command.h"
 #include "launcher/pod_commands.h"
+#include "launcher/ps_command.h"
 #include "launcher/replay_command.h"
 #include "launcher/train_command.h"
 #include "launcher/version.h"
@@ -264,6 +265,8 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
       app.add_subcommand("bench", "measure a collective over a sweep of sizes (nccl-tests style)");
   bench->footer(kBenchFooter);
   add_bench_options(bench, &config, &text);
+  // Listed for `ringd --help` only: run_command_line hands "ps" to ps_command.cc first.
+  app.add_subcommand("ps", "a parameter server for `ringd train --mode ps`; `ringd ps --help`");
   // Listed for `ringd --help` only: run_command_line hands "train" to train_command.cc first.
   app.add_subcommand("train", "data-parallel training (MLP or replay); `ringd train --help`");
 
@@ -296,6 +299,7 @@ int run_command_line(int argc, const char* const* argv) {
   if (is_replay_command(argc, argv)) return run_replay_command_line(argc, argv);
   if (is_train_command(argc, argv)) return run_train_command_line(argc, argv);
   if (is_pod_command(argc, argv)) return run_pod_command(argc, argv);
+  if (is_ps_command(argc, argv)) return run_ps_command_line(argc, argv);
   CommandLine command;
   int exit_code = 0;
   if (!parse_command_line(argc, argv, &command, &exit_code)) return exit_code;

@@ -16,13 +16,20 @@ class App;
 
 namespace ringd::launcher {
 
-// Flags of --mode ps (filled by add_ps_train_options).
-struct PsTrainOptions {};
+// Flags of --mode ps (filled by add_ps_train_options; see src/ps/worker_job.h).
+struct PsTrainOptions {
+  std::string servers;                   // --ps-servers h1:p1,h2:p2 (servers on their own nodes)
+  int colocate = 0;                      // --ps-colocate K (workers 0..K-1 host one each)
+  int port = 0;                          // --ps-port: worker r's server on PORT + r (0 = any)
+  std::string sharding = "round-robin";  // --ps-sharding round-robin|greedy
+  bool asynchronous = false;             // --ps-async
+};
 
 void add_ps_train_options(CLI::App& app, PsTrainOptions* options);
 
-// This worker's PsSync. `ctx` is the job's Context (rank, size; unused by the engine in ps mode).
-// Throws ringd::Error.
+// This worker's PsSync (with its co-located server, if it hosts one). `ctx` gives rank, size and
+// the job's timeout, and carries the co-located servers' addresses: every rank must call this.
+// Without --ps-servers and --ps-colocate, worker 0 hosts the one server. Throws ringd::Error.
 std::unique_ptr<model::ParameterSync> make_ps_sync(const PsTrainOptions& options, Context& ctx,
                                                    const model::SgdOptions& sgd);
 
