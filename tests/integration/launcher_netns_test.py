@@ -5,9 +5,10 @@
 cluster.local), each running `ringd agent`. In "pod 0":
 
   1. `ringd launch` waits for the 4 agents, writes the hostfile, runs mpirun with
-     plm_rsh_agent "ringd exec" (no ssh anywhere), and a short job completes (#wrong 0); the
-     completion marker is written; /metrics of a remote agent counts the started orted, and pod
-     0's shows the run's figures (rank 0 writes RINGD_METRICS_FILE);
+     plm_rsh_agent "ringd exec" (no ssh anywhere), and a short `ringd train` (MLP on train_test.py's
+     synthetic data) completes on 4 ranks; the completion marker is written; /metrics of a remote
+     agent counts the started orted; then a `ringd bench --check` (no marker) whose rank 0 figures
+     pod 0's /metrics shows (RINGD_METRICS_FILE);
   2. `ringd launch` again finds the marker and does not run mpirun;
   3. a longer job is started and one pod's agent (ringd-2) is killed mid-run: launch fails within
      the bound with a message naming ringd-2;
@@ -19,6 +20,7 @@ Needs root, `ip netns` and mpirun; skips (exit 77) saying which is missing. Ever
 bridge, the hosts files and every process are removed on any exit.
 """
 import atexit
+import json
 import os
 import re
 import shutil
@@ -30,6 +32,7 @@ import time
 
 import harness
 from harness import check
+from train_test import write_dataset  # the synthetic IDX data set train_test.py trains on
 
 PODS = 4
 SECRET = "launcher-netns-test-secret"
@@ -190,13 +193,22 @@ def test(ringd, args):
 def run_scenarios(cluster, ringd, work):
     cluster.start()
     marker = os.path.join(work, "launch.done")
-    job = [ringd, "bench", "allreduce", "-b", "4K", "-e", "256K", "--iters", "3", "--check"]
 
-    # 1. A job through mpirun and `ringd exec`, no ssh.
+    # 1. A short `ringd train` through mpirun and `ringd exec`, no ssh.
+    data = os.path.join(work, "data")
+    os.makedirs(data)
+    write_dataset(data)
+    summary = os.path.join(work, "train.json")
+    job = [ringd, "train", "--data", data, "--layers", "16,12,4", "--batch-size", "8", "--lr",
+           "0.05", "--epochs", "1", "--max-steps", "20", "--timeout", "30", "--json", summary]
     code, out, err, seconds = cluster.launch(["--marker", marker, "--", *job], timeout=120)
     check(code == 0, f"launch exit {code} ({seconds:.1f} s)\nstdout:\n{out}\nstderr:\n{err}\n"
                      + "\n".join(f"agent {i}:\n{cluster.agent_log(i)}" for i in range(PODS)))
-    harness.check_bench_output("launch", out, harness.sweep_rows(4096, 256 << 10, 4))
+    check(re.search(r"^trained \S+ \(allreduce mode, 4 ranks over mpi", out, re.M) is not None,
+          f"no training summary for 4 ranks:\n{out}")
+    with open(summary) as f:
+        result = json.load(f)
+    check(result["ranks"] == PODS and result["steps"] == 20, f"train --json: {result}")
     check("plm_rsh_agent" in err and f"{ringd} exec" in err, f"mpirun line not shown:\n{err}")
     check(os.path.exists(marker), "no completion marker after a successful run")
     with open(marker) as f:
@@ -210,20 +222,27 @@ def run_scenarios(cluster, ringd, work):
     check(started is not None and int(started.group(1)) >= 1,
           f"ringd-2's agent did not count the orted it started:\n{metrics}")
     check(cluster.http_get(1, "/healthz") == "ok\n", "healthz")
-    # Rank 0 (in pod 0) reported the run through RINGD_METRICS_FILE, which pod 0's agent serves.
+    print(f"ok   ringd train through ringd exec on {PODS} pods in {seconds:.1f} s "
+          f"(test accuracy {result['test_accuracy']}); marker {record.strip()}")
+
+    # 1b. A benchmark (no marker): rank 0 reports through RINGD_METRICS_FILE to pod 0's agent.
+    bench = [ringd, "bench", "allreduce", "-b", "4K", "-e", "256K", "--iters", "3", "--check"]
+    code, out, err, seconds = cluster.launch(["--no-marker", "--", *bench], timeout=120)
+    check(code == 0, f"bench launch exit {code}\nstdout:\n{out}\nstderr:\n{err}")
+    harness.check_bench_output("launch", out, harness.sweep_rows(4096, 256 << 10, 4))
     metrics = cluster.http_get(0, "/metrics")
     for name in ("ringd_bench_busbw_bytes_per_second", "ringd_bench_bytes_total"):
         check(re.search(r"^" + name + r"\{[^}]*ranks=\"4\"\} [0-9.e+]+$", metrics, re.M),
               f"pod 0's /metrics lacks {name}:\n{metrics}")
     check(re.search(r"^ringd_bench_wrong_total\{[^}]*\} 0$", metrics, re.M),
           f"pod 0's /metrics: wrong values or no count:\n{metrics}")
-    print(f"ok   job through ringd exec on {PODS} pods in {seconds:.1f} s; marker {record.strip()}")
+    print(f"ok   ringd bench --check through launch in {seconds:.1f} s; pod 0's /metrics has it")
 
     # 2. A restarted pod 0 finds the marker and does not train again.
     code, out, err, seconds = cluster.launch(["--marker", marker, "--", *job], timeout=30)
     check(code == 0, f"second launch exit {code}:\n{out}\n{err}")
     check("already finished" in out and "not training again" in out, f"second launch:\n{out}")
-    check(not harness.table_rows(out) and "plm_rsh_agent" not in err,
+    check("trained" not in out and "plm_rsh_agent" not in err,
           f"second launch ran mpirun:\n{out}\n{err}")
     print(f"ok   second launch found the marker and did not retrain ({seconds:.1f} s)")
 
