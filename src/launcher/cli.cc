@@ -7,6 +7,7 @@
 
 #include "common/tunables.h"
 #include "launcher/bench_command.h"
+#include "launcher/command_errors.h"
 #include "launcher/pod_commands.h"
 #include "launcher/ps_command.h"
 #include "launcher/replay_command.h"
@@ -14,9 +15,6 @@
 #include "launcher/version.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
-#if RINGD_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace ringd::launcher {
 namespace {
@@ -209,34 +207,6 @@ void print_environment_help() {
   for (const TunableInfo& info : tunable_table()) {
     std::printf("  %-28s default %-8s %s\n", info.name, info.default_value, info.description);
   }
-}
-
-// After an error under MPI, end the whole job now: other ranks may be blocked in MPI, and
-// MPI_Finalize would wait for them.
-void abort_mpi_job_if_running(int exit_code) {
-#if RINGD_HAVE_MPI
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
-#else
-  (void)exit_code;
-#endif
-}
-
-// "ringd: error: <kind>: <message>": the kind (timeout, peer lost, authentication failed, ...) is
-// ringd::Error's code; the message already says where and what to do.
-void print_error(const std::exception& error) {
-  std::fflush(stdout);
-  const auto* ringd_error = dynamic_cast<const Error*>(&error);
-  if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
-    std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
-                 error.what());
-  } else {
-    std::fprintf(stderr, "ringd: error: %s\n", error.what());
-  }
-  std::fflush(stderr);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/tunables.h"
+#include "launcher/command_errors.h"
 #include "ps/server.h"
 #include "ringd/error.h"
 #include "transport/tcp/socket.h"
@@ -61,18 +62,6 @@ uint16_t parse_listen(const std::string& text, std::string* host) {
   }
   *host = colon == 0 ? "0.0.0.0" : text.substr(0, colon);
   return static_cast<uint16_t>(port);
-}
-
-void print_error(const std::exception& error) {
-  std::fflush(stdout);
-  const auto* ringd_error = dynamic_cast<const Error*>(&error);
-  if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
-    std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
-                 error.what());
-  } else {
-    std::fprintf(stderr, "ringd: error: %s\n", error.what());
-  }
-  std::fflush(stderr);
 }
 
 }  // namespace

@@ -10,14 +10,12 @@
 #include <vector>
 
 #include "common/tunables.h"
+#include "launcher/command_errors.h"
 #include "launcher/job_context.h"
 #include "launcher/replay_runner.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
 #include "ringd/inproc.h"
-#if RINGD_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace ringd::launcher {
 namespace {
@@ -113,30 +111,6 @@ void add_replay_options(CLI::App& app, ReplayConfig* config, ReplayFlagText* tex
       ->check(CLI::Range(0, 65535));
   app.add_option("--timeout", text->timeout, "seconds any wait may take (overrides RINGD_TIMEOUT)")
       ->type_name("SECONDS");
-}
-
-void print_error(const std::exception& error) {
-  std::fflush(stdout);
-  const auto* ringd_error = dynamic_cast<const Error*>(&error);
-  if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
-    std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
-                 error.what());
-  } else {
-    std::fprintf(stderr, "ringd: error: %s\n", error.what());
-  }
-  std::fflush(stderr);
-}
-
-void abort_mpi_job_if_running(int exit_code) {
-#if RINGD_HAVE_MPI
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
-#else
-  (void)exit_code;
-#endif
 }
 
 int report(const ReplaySummary& summary, const ReplayConfig& config) {

@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "launcher/command_errors.h"
 #include "launcher/job_context.h"
 #include "launcher/train_report.h"
 #include "launcher/train_runner.h"
@@ -18,9 +19,6 @@
 #include "ringd/config.h"
 #include "ringd/error.h"
 #include "ringd/inproc.h"
-#if RINGD_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace ringd::launcher {
 namespace {
@@ -148,30 +146,6 @@ void add_train_options(CLI::App& app, TrainConfig* config, TrainFlagText* text) 
   app.add_option("--timeout", text->timeout, "seconds any wait may take (overrides RINGD_TIMEOUT)")
       ->type_name("SECONDS");
   add_ps_train_options(app, &config->ps);
-}
-
-void print_error(const std::exception& error) {
-  std::fflush(stdout);
-  const auto* ringd_error = dynamic_cast<const Error*>(&error);
-  if (ringd_error && ringd_error->code() != ErrorCode::kInvalidArgument) {
-    std::fprintf(stderr, "ringd: error: %s: %s\n", error_code_name(ringd_error->code()),
-                 error.what());
-  } else {
-    std::fprintf(stderr, "ringd: error: %s\n", error.what());
-  }
-  std::fflush(stderr);
-}
-
-void abort_mpi_job_if_running(int exit_code) {
-#if RINGD_HAVE_MPI
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
-#else
-  (void)exit_code;
-#endif
 }
 
 void write_params(const std::string& path, const std::vector<model::ParameterView>& params) {

@@ -1,0 +1,17 @@
+// How every ringd command ends on an error, the same way for bench, replay, train and ps.
+#pragma once
+
+#include <exception>
+
+namespace ringd::launcher {
+
+// "ringd: error: <kind>: <message>" on stderr (stdout flushed first, so the lines stay in order):
+// the kind (timeout, peer lost, authentication failed, ...) is ringd::Error's code, left out for
+// invalid arguments; the message already says where and what to do.
+void print_error(const std::exception& error);
+
+// After an error under MPI, end the whole job now: other ranks may be blocked in MPI, and
+// MPI_Finalize would wait for them. Does nothing when MPI is not running (or not built in).
+void abort_mpi_job_if_running(int exit_code);
+
+}  // namespace ringd::launcher
