@@ -14,6 +14,7 @@
 #include "launcher/bench_hierarchy.h"
 #include "launcher/bench_pattern.h"
 #include "launcher/bench_report.h"
+#include "launcher/job_context.h"
 #include "launcher/metrics_file.h"
 #include "ringd/collectives.h"
 #include "ringd/config.h"
@@ -235,32 +236,13 @@ int finish(int64_t wrong, bool report) {
   return 1;
 }
 
-// --transport inproc: one thread per rank. The first error wins; the failing rank is killed in
-// the hub so the others stop waiting for it.
+// --transport inproc: one thread per rank.
 int run_inproc(const BenchConfig& config, int ranks) {
-  InprocHub hub(ranks);
-  std::mutex mutex;
-  std::exception_ptr first_error;
   int64_t wrong = 0;
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(ranks));
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto ctx = hub.connect(rank, timeout_of(config));
-        const int64_t rank_wrong = run_sweep(*ctx, config, rank == 0);
-        if (rank == 0) wrong = rank_wrong;
-      } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!first_error) first_error = std::current_exception();
-        }
-        hub.kill_rank(rank);
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
+  run_inproc_ranks(ranks, timeout_of(config), [&](Context& ctx, int rank) {
+    const int64_t rank_wrong = run_sweep(ctx, config, rank == 0);
+    if (rank == 0) wrong = rank_wrong;
+  });
   return finish(wrong, true);
 }
 

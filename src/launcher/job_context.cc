@@ -1,12 +1,17 @@
 #include "launcher/job_context.h"
 
 #include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/tunables.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
 #include "ringd/ibverbs.h"
+#include "ringd/inproc.h"
 #if RINGD_HAVE_MPI
 #include <mpi.h>
 
@@ -94,6 +99,31 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
   RINGD_CHECK_ARG(job.ctx != nullptr, "transport " << topology.transport << " is not built in");
   job.ctx->set_timeout(timeout);
   return job;
+}
+
+void run_inproc_ranks(int ranks, std::chrono::milliseconds timeout,
+                      const std::function<void(Context& ctx, int rank)>& body) {
+  InprocHub hub(ranks);
+  std::mutex mutex;
+  std::exception_ptr first_error;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ranks));
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto ctx = hub.connect(rank, timeout);
+        body(*ctx, rank);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!first_error) first_error = std::current_exception();
+        }
+        hub.kill_rank(rank);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 }  // namespace ringd::launcher

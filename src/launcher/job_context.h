@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,5 +33,11 @@ struct JobContext {
 // Not for inproc (threads of this process: see InprocHub). Throws ringd::Error naming the rank
 // and what is missing.
 JobContext connect_job(const Topology& topology, const JobConnectOptions& options);
+
+// --transport inproc: body(ctx, rank) on one thread per rank of one InprocHub. The first error
+// wins: its rank is killed in the hub so the others stop waiting for it, and it is rethrown once
+// every thread has ended.
+void run_inproc_ranks(int ranks, std::chrono::milliseconds timeout,
+                      const std::function<void(Context& ctx, int rank)>& body);
 
 }  // namespace ringd::launcher

@@ -12,6 +12,7 @@
 #include "common/tunables.h"
 #include "launcher/command_errors.h"
 #include "launcher/job_context.h"
+#include "launcher/job_flags.h"
 #include "launcher/replay_runner.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
@@ -89,28 +90,7 @@ void add_replay_options(CLI::App& app, ReplayConfig* config, ReplayFlagText* tex
   app.add_option("--baseline-iters", config->baseline_iters,
                  "timed one-buffer allreduces for the ideal (default 3)")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--transport", config->topology.transport,
-                 "tcp, mpi, ibverbs or inproc (default: mpi under mpirun when built with MPI, "
-                 "else tcp)")
-      ->check(CLI::IsMember({"tcp", "mpi", "ibverbs", "inproc"}));
-  app.add_option("--ranks", config->topology.inproc_ranks,
-                 "--transport inproc: number of ranks (threads in this process)")
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--rank", config->topology.rank, "this process's rank (without mpirun)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--size", config->topology.size, "number of ranks (without mpirun)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--rendezvous", config->topology.rendezvous,
-                 "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)")
-      ->type_name("HOST:PORT");
-  app.add_option("--iface", config->interface,
-                 "tcp: listen on and advertise this interface's IPv4 address (default "
-                 "RINGD_IFACE)")
-      ->type_name("NAME");
-  app.add_option("--tcp-port", config->tcp_port, "tcp: this rank's listening port (default: any)")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--timeout", text->timeout, "seconds any wait may take (overrides RINGD_TIMEOUT)")
-      ->type_name("SECONDS");
+  add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
 }
 
 int report(const ReplaySummary& summary, const ReplayConfig& config) {
@@ -133,31 +113,12 @@ int report(const ReplaySummary& summary, const ReplayConfig& config) {
   return 0;
 }
 
-// --transport inproc: one thread per rank; the first error wins and kills its rank in the hub so
-// the others stop waiting for it.
 int run_inproc(const ReplayConfig& config, const model::GradientProfile& profile, int ranks) {
-  InprocHub hub(ranks);
-  std::mutex mutex;
-  std::exception_ptr first_error;
   ReplaySummary summary;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto ctx = hub.connect(rank, config.timeout);
-        ReplaySummary mine = run_replay_rank(*ctx, config, profile);
-        if (rank == 0) summary = std::move(mine);
-      } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!first_error) first_error = std::current_exception();
-        }
-        hub.kill_rank(rank);
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
+  run_inproc_ranks(ranks, config.timeout, [&](Context& ctx, int rank) {
+    ReplaySummary mine = run_replay_rank(ctx, config, profile);
+    if (rank == 0) summary = std::move(mine);
+  });
   return report(summary, config);
 }
 

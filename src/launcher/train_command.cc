@@ -13,6 +13,7 @@
 #include "common/tunables.h"
 #include "launcher/command_errors.h"
 #include "launcher/job_context.h"
+#include "launcher/job_flags.h"
 #include "launcher/train_report.h"
 #include "launcher/train_runner.h"
 #include "model/mlp.h"
@@ -123,28 +124,7 @@ void add_train_options(CLI::App& app, TrainConfig* config, TrainFlagText* text) 
   app.add_option("--fusion-threshold", text->threshold,
                  "fusion buffer size (default RINGD_FUSION_THRESHOLD_BYTES)")
       ->type_name("SIZE");
-  app.add_option("--transport", config->topology.transport,
-                 "tcp, mpi, ibverbs or inproc (default: mpi under mpirun when built with MPI, "
-                 "else tcp)")
-      ->check(CLI::IsMember({"tcp", "mpi", "ibverbs", "inproc"}));
-  app.add_option("--ranks", config->topology.inproc_ranks,
-                 "--transport inproc: number of ranks (threads in this process)")
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--rank", config->topology.rank, "this process's rank (without mpirun)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--size", config->topology.size, "number of ranks (without mpirun)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--rendezvous", config->topology.rendezvous,
-                 "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)")
-      ->type_name("HOST:PORT");
-  app.add_option("--iface", config->interface,
-                 "tcp: listen on and advertise this interface's IPv4 address (default "
-                 "RINGD_IFACE)")
-      ->type_name("NAME");
-  app.add_option("--tcp-port", config->tcp_port, "tcp: this rank's listening port (default: any)")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--timeout", text->timeout, "seconds any wait may take (overrides RINGD_TIMEOUT)")
-      ->type_name("SECONDS");
+  add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
   add_ps_train_options(app, &config->ps);
 }
 
@@ -185,33 +165,15 @@ TrainHooks rank0_hooks(const TrainConfig& config) {
   return hooks;
 }
 
-// --transport inproc: one thread per rank sharing one copy of the data; the first error wins and
-// kills its rank in the hub so the others stop waiting for it.
+// --transport inproc: one thread per rank sharing one copy of the data.
 int run_inproc(const TrainConfig& config, int ranks) {
   const TrainData data = load_train_data(config, /*with_test=*/true);
   const TrainHooks hooks = rank0_hooks(config);
-  InprocHub hub(ranks);
-  std::mutex mutex;
-  std::exception_ptr first_error;
   TrainSummary summary;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto ctx = hub.connect(rank, config.timeout);
-        TrainSummary mine = run_train_rank(*ctx, config, data, hooks);
-        if (rank == 0) summary = std::move(mine);
-      } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          if (!first_error) first_error = std::current_exception();
-        }
-        hub.kill_rank(rank);
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
+  run_inproc_ranks(ranks, config.timeout, [&](Context& ctx, int rank) {
+    TrainSummary mine = run_train_rank(ctx, config, data, hooks);
+    if (rank == 0) summary = std::move(mine);
+  });
   return report(summary, config);
 }
 
