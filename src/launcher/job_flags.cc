@@ -4,8 +4,8 @@
 
 namespace ringd::launcher {
 
-void add_job_options(CLI::App& app, TopologyFlags* topology, std::string* interface,
-                     int* tcp_port, std::string* timeout_text) {
+void add_job_options(CLI::App& app, TopologyFlags* topology, std::string* interface, int* tcp_port,
+                     std::string* timeout_text) {
   app.add_option("--transport", topology->transport,
                  "tcp, mpi, ibverbs or inproc (default: mpi under mpirun when built with MPI, "
                  "else tcp)")
@@ -26,8 +26,7 @@ void add_job_options(CLI::App& app, TopologyFlags* topology, std::string* interf
       ->type_name("NAME");
   app.add_option("--tcp-port", *tcp_port, "tcp: this rank's listening port (default: any)")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--timeout", *timeout_text,
-                 "seconds any wait may take (overrides RINGD_TIMEOUT)")
+  app.add_option("--timeout", *timeout_text, "seconds any wait may take (overrides RINGD_TIMEOUT)")
       ->type_name("SECONDS");
 }
 

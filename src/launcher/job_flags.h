@@ -14,7 +14,7 @@ namespace ringd::launcher {
 
 // --transport --ranks --rank --size --rendezvous --iface --tcp-port --timeout (the last as text,
 // parsed by the caller).
-void add_job_options(CLI::App& app, TopologyFlags* topology, std::string* interface,
-                     int* tcp_port, std::string* timeout_text);
+void add_job_options(CLI::App& app, TopologyFlags* topology, std::string* interface, int* tcp_port,
+                     std::string* timeout_text);
 
 }  // namespace ringd::launcher
