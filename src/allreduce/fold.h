@@ -4,7 +4,8 @@
 // 0..p-1 ("virtual" ranks), run the power-of-two algorithm; then each odd rank of a folded pair
 // hands the result back.
 //
-//   n = 6 (p = 4, rem = 2):   fold 0->1, 2->3;  virtual ranks {1,3,4,5} = v{0,1,2,3};  unfold 1->0, 3->2
+//   n = 6 (p = 4, rem = 2):   fold 0->1, 2->3;  virtual ranks {1,3,4,5} = v{0,1,2,3};  unfold 1->0,
+//   3->2
 #pragma once
 
 #include "allreduce/plan.h"

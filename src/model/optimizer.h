@@ -1,5 +1,5 @@
-// SGD with momentum and (decoupled-from-nothing, classic L2) weight decay, the update both modes use
-// (allreduce: on every worker; ps: on the server that owns the tensor), so that they agree:
+// SGD with momentum and (decoupled-from-nothing, classic L2) weight decay, the update both modes
+// use (allreduce: on every worker; ps: on the server that owns the tensor), so that they agree:
 //
 //   g' = grad + weight_decay * w
 //   v  = momentum * v + g'              (v starts at 0)

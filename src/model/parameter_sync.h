@@ -4,7 +4,8 @@
 //   allreduce mode  AllreduceSync: each ready gradient goes into the fusion engine (averaged across
 //                   ranks while backward goes on); finish_step waits and applies the optimizer
 //                   locally, identically on every rank.
-//   ps mode         PsSync (src/ps/): gradients are pushed to the servers that own them; the servers
+//   ps mode         PsSync (src/ps/): gradients are pushed to the servers that own them; the
+//   servers
 //                   aggregate (sync) or apply at once (async) with the same optimizer; finish_step
 //                   pulls the new values.
 //
@@ -32,8 +33,8 @@ struct ParameterView {
 };
 
 struct StepInfo {
-  int64_t step = 0;           // global step, from 0; the same on every worker in sync modes
-  double learning_rate = 0;   // after world-size scaling and warm-up (the trainer's schedule)
+  int64_t step = 0;          // global step, from 0; the same on every worker in sync modes
+  double learning_rate = 0;  // after world-size scaling and warm-up (the trainer's schedule)
 };
 
 class ParameterSync {
