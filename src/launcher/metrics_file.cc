@@ -50,6 +50,24 @@ std::string bench_metrics_text(const std::vector<BenchRow>& rows, int iters) {
   return text;
 }
 
+std::string train_metrics_text(const TrainMetrics& m) {
+  const std::string labels = "{mode=\"" + m.mode + "\",ranks=\"" + std::to_string(m.ranks) + "\"}";
+  std::string text;
+  text += gauge("ringd_train_steps_total", "counter", "training steps done in this run", labels,
+                static_cast<double>(m.steps));
+  text += gauge("ringd_train_step_seconds", "gauge", "time of the last step on rank 0", labels,
+                m.last_step_seconds);
+  text += gauge("ringd_train_samples_per_second", "gauge",
+                "samples per second over all ranks since the run started", labels,
+                m.samples_per_second);
+  text += gauge("ringd_train_gradient_bytes_total", "counter",
+                "bytes of gradients averaged so far (per rank)", labels, m.gradient_bytes_total);
+  text += gauge("ringd_train_communication_share", "gauge",
+                "share of the step time spent blocked in the gradient exchange", labels,
+                m.communication_share);
+  return text;
+}
+
 void publish_metrics(const std::string& path, const std::string& text) {
   if (path.empty()) return;
   try {

@@ -11,6 +11,8 @@
 
 #include "common/logging.h"
 #include "common/sha256.h"
+#include "common/tunables.h"
+#include "launcher/metrics_file.h"
 #include "launcher/train_report.h"
 #include "model/allreduce_sync.h"
 #include "model/checkpoint.h"
@@ -265,6 +267,13 @@ class TrainRank {
     double step_seconds = 0;
     int64_t last_checkpoint = -1;
     const double blocked_before = sync.blocked_seconds();
+    // Rank 0 reports to its pod's agent (RINGD_METRICS_FILE), at most once a second.
+    const std::string& metrics_path = tunables().metrics_file;
+    double gradient_bytes_per_step = 0;
+    for (const model::ParameterView& view : params) {
+      gradient_bytes_per_step += static_cast<double>(view.count * sizeof(float));
+    }
+    auto last_metrics = Clock::now();
     for (int64_t step = first_step; step < total_steps_; ++step) {
       const int64_t epoch = step / steps_per_epoch_;
       model::Batch batch;
@@ -292,6 +301,20 @@ class TrainRank {
       }
       const int64_t done = step + 1;
       const bool epoch_end = done % steps_per_epoch_ == 0;
+      if (rank_ == 0 && !metrics_path.empty() &&
+          (done == total_steps_ || seconds_since(last_metrics) >= 1.0)) {
+        TrainMetrics metrics;
+        metrics.mode = sync_mode_name(config_.mode);
+        metrics.ranks = size_;
+        metrics.steps = steps_run;
+        metrics.last_step_seconds = seconds;
+        metrics.samples_per_second =
+            static_cast<double>(steps_run) * static_cast<double>(global_batch_) / step_seconds;
+        metrics.gradient_bytes_total = static_cast<double>(steps_run) * gradient_bytes_per_step;
+        metrics.communication_share = (sync.blocked_seconds() - blocked_before) / step_seconds;
+        publish_metrics(metrics_path, train_metrics_text(metrics));
+        last_metrics = Clock::now();
+      }
       if (rank_ == 0 && (done % config_.log_every == 0 || done == total_steps_)) {
         ProgressLine line;
         line.epoch = epoch + 1;
