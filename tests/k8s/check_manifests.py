@@ -32,10 +32,7 @@ MIN_SHM_BYTES = 256 * 1024**2
 # Flags the manifests use that a command announces but does not have yet: reported as notes while
 # missing, so that a manifest may follow a documented contract ahead of the code. Each entry says
 # where the flag is promised; once the binary has the flag the entry is noted as stale.
-PENDING_FLAGS = {
-    ("ringd train", "--ps-servers"): "issue 6's parameter-server mode, where workers list the "
-                                     "`ringd ps` servers; train's --mode ps is still a hook",
-}
+PENDING_FLAGS = {}  # (command, flag) -> why a manifest may use it before the binary has it
 
 UNITS = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "K": 1000, "M": 1000**2,
          "G": 1000**3, "T": 1000**4}
