@@ -34,4 +34,23 @@ void abort_mpi_job_if_running(int exit_code) {
 #endif
 }
 
+int run_job_command(const TopologyFlags& flags, const std::function<void()>& check,
+                    const std::function<int(const Topology&)>& run) {
+  Topology topology;
+  try {
+    topology = resolve_topology(flags, process_environment(), RINGD_HAVE_MPI);
+    if (check) check();
+  } catch (const std::exception& error) {
+    print_error(error);
+    return 2;
+  }
+  try {
+    return run(topology);
+  } catch (const std::exception& error) {
+    print_error(error);
+    abort_mpi_job_if_running(1);
+    return 1;
+  }
+}
+
 }  // namespace ringd::launcher

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <exception>
+#include <functional>
+
+#include "launcher/topology.h"
 
 namespace ringd::launcher {
 
@@ -13,5 +16,11 @@ void print_error(const std::exception& error);
 // After an error under MPI, end the whole job now: other ranks may be blocked in MPI, and
 // MPI_Finalize would wait for them. Does nothing when MPI is not running (or not built in).
 void abort_mpi_job_if_running(int exit_code);
+
+// The tail of every multi-rank command after its flags parsed: resolves where this process sits
+// and runs `check` (errors: printed, exit code 2, as for bad flags), then `run` (errors: printed,
+// an MPI job aborted, exit code 1).
+int run_job_command(const TopologyFlags& flags, const std::function<void()>& check,
+                    const std::function<int(const Topology&)>& run);
 
 }  // namespace ringd::launcher

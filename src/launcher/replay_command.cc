@@ -182,21 +182,11 @@ int run_replay_command_line(int argc, const char* const* argv) {
   ReplayConfig config;
   int exit_code = 0;
   if (!parse_replay_command_line(argc, argv, &config, &exit_code)) return exit_code;
-  Topology topology;
-  try {
-    topology = resolve_topology(config.topology, process_environment(), RINGD_HAVE_MPI);
-    model::load_gradient_profile(config.profile);  // a bad --profile is a command-line error
-  } catch (const std::exception& error) {
-    print_error(error);
-    return 2;
-  }
-  try {
-    return run_replay(config, topology);
-  } catch (const std::exception& error) {
-    print_error(error);
-    abort_mpi_job_if_running(1);
-    return 1;
-  }
+  return run_job_command(
+      config.topology,
+      // A bad --profile is a command-line error.
+      [&] { model::load_gradient_profile(config.profile); },
+      [&](const Topology& topology) { return run_replay(config, topology); });
 }
 
 }  // namespace ringd::launcher

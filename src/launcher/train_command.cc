@@ -239,20 +239,8 @@ int run_train_command_line(int argc, const char* const* argv) {
   TrainConfig config;
   int exit_code = 0;
   if (!parse_train_command_line(argc, argv, &config, &exit_code)) return exit_code;
-  Topology topology;
-  try {
-    topology = resolve_topology(config.topology, process_environment(), RINGD_HAVE_MPI);
-  } catch (const std::exception& error) {
-    print_error(error);
-    return 2;
-  }
-  try {
-    return run_train(config, topology);
-  } catch (const std::exception& error) {
-    print_error(error);
-    abort_mpi_job_if_running(1);
-    return 1;
-  }
+  return run_job_command(config.topology, nullptr,
+                         [&](const Topology& topology) { return run_train(config, topology); });
 }
 
 }  // namespace ringd::launcher
