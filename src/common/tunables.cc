@@ -111,6 +111,8 @@ Tunables load() {
   if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
     t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
   }
+  if (const char* v = env("RINGD_SPIN_US"))
+    t.spin_us = parse_small_int("RINGD_SPIN_US", v, 0, 10000);
   if (const char* v = env("RINGD_IFACE")) t.interface = v;
   if (const char* v = env("RINGD_JOB_SECRET")) t.job_secret = v;
   if (const char* v = env("RINGD_JOB_SECRET_FILE")) {
@@ -173,6 +175,10 @@ const std::vector<TunableInfo>& tunable_table() {
        "local steps of one chunk overlapping the step across nodes of the next; 0 = no pipeline"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
+      {"RINGD_SPIN_US", "0",
+       "tcp: before sleeping on a small (<= 64 KiB) receive, poll the socket without blocking, "
+       "yielding the CPU between polls, for up to this many microseconds (0..10000; 0 = sleep at "
+       "once)"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},

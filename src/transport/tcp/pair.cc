@@ -4,10 +4,12 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 
+#include "common/tunables.h"
 #include "transport/tcp/handshake.h"
 
 namespace ringd::tcp {
@@ -129,7 +131,15 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   // No polling slices: data, EOF, and close_socket_locked's shutdown() all wake poll, so a
   // missed wake-up would show as a timeout, not as a hidden delay.
   const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining_ms(deadline), 0, 1 << 30));
-  const int ready = ::poll(&readable, 1, wait_ms);
+  int ready = 0;
+  if (const int spin_us = tunables().spin_us; spin_us > 0) {
+    // RINGD_SPIN_US: look again without blocking, yielding the CPU in between, before sleeping.
+    // Bounded, and sched_yield() hands the core to any other runnable rank, so ranks that
+    // outnumber the cores still progress; what it saves is the wake-up of an idle core.
+    const Deadline spin_end = Clock::now() + std::chrono::microseconds(spin_us);
+    while ((ready = ::poll(&readable, 1, 0)) == 0 && Clock::now() < spin_end) sched_yield();
+  }
+  if (ready == 0) ready = ::poll(&readable, 1, wait_ms);
   lock.lock();
   if (--pollers_ == 0) closed_socket_.reset();
   return ready != 0 || Clock::now() < deadline;
