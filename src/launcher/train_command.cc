@@ -16,6 +16,7 @@
 #include "launcher/job_flags.h"
 #include "launcher/train_report.h"
 #include "launcher/train_runner.h"
+#include "model/gemm.h"
 #include "model/mlp.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
@@ -59,6 +60,11 @@ void add_train_options(CLI::App& app, TrainConfig* config, TrainFlagText* text) 
       ->check(CLI::IsMember({"mlp", "replay"}));
   app.add_option("--layers", config->layers, "MLP layer sizes, inputs first (default 784,256,10)")
       ->type_name("N,N,...");
+  app.add_option("--blas", config->blas,
+                 "MLP matrix products: auto (default: cublas where this build has cuBLAS and rank "
+                 "0 sees a GPU, else openblas), openblas (CPU) or cublas (GPU); rank 0's choice is "
+                 "the job's")
+      ->check(CLI::IsMember({"auto", "openblas", "cublas"}));
   app.add_option("--profile", config->profile,
                  "replay: resnet50, vgg16, bert_base, inception_v3 or a .tsv file");
   app.add_option("--compute-ms", config->compute_ms,
@@ -219,7 +225,11 @@ bool parse_train_command_line(int argc, const char* const* argv, TrainConfig* co
       config->fusion_threshold_bytes = parse_bytes("--fusion-threshold", text.threshold);
     }
     if (!text.timeout.empty()) config->timeout = parse_seconds("--timeout", text.timeout);
-    if (config->model == "mlp") model::parse_layer_sizes(config->layers);
+    if (config->model == "mlp") {
+      model::parse_layer_sizes(config->layers);
+      // --blas cublas where it cannot run is a usage error (exit 2), found before any connection.
+      if (config->blas == "cublas") model::choose_gemm(config->blas);
+    }
     if (config->resume && config->checkpoint_dir.empty()) {
       throw CLI::ValidationError("--resume", "needs --checkpoint-dir");
     }

@@ -20,6 +20,9 @@ struct TrainConfig {
   // The model: "mlp" (--layers, trained on --data) or "replay" (--profile, modeled compute).
   std::string model = "mlp";
   std::string layers = "784,256,10";
+  // mlp: matrix products through "auto" (cuBLAS where this build has it and rank 0 sees a GPU),
+  // "openblas" or "cublas" (model/gemm.h); rank 0's choice is the whole job's.
+  std::string blas = "auto";
   std::string profile = "resnet50";
   double compute_ms = 0;  // replay: modeled backward compute per step (forward = half of it)
   model::ComputeSpread spread = model::ComputeSpread::kUniform;

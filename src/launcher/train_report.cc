@@ -45,12 +45,12 @@ std::string format_train_summary(const TrainSummary& s) {
   std::string text;
   char line[512];
   std::snprintf(line, sizeof(line),
-                "trained %s (%s mode, %d ranks over %s, global batch %zu, lr %g): steps %lld..%lld "
-                "in %.1f s, %.0f samples/s, communication %.0f%% of step time\n",
+                "trained %s (%s mode, %d ranks over %s, global batch %zu, lr %g%s%s): steps "
+                "%lld..%lld in %.1f s, %.0f samples/s, communication %.0f%% of step time\n",
                 s.model.c_str(), s.mode.c_str(), s.ranks, s.transport.c_str(), s.global_batch,
-                s.learning_rate, static_cast<long long>(s.start_step),
-                static_cast<long long>(s.steps), s.train_seconds, s.samples_per_second,
-                100 * s.comm_share);
+                s.learning_rate, s.blas.empty() ? "" : ", matrix products on ", s.blas.c_str(),
+                static_cast<long long>(s.start_step), static_cast<long long>(s.steps),
+                s.train_seconds, s.samples_per_second, 100 * s.comm_share);
   text += line;
   if (s.test_accuracy >= 0) {
     std::snprintf(line, sizeof(line), "test accuracy: %.4f\n", s.test_accuracy);
@@ -68,6 +68,7 @@ std::string format_train_json(const TrainSummary& s) {
   nlohmann::json json = {
       {"mode", s.mode},
       {"model", s.model},
+      {"blas", s.blas.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.blas)},
       {"transport", s.transport},
       {"ranks", s.ranks},
       {"global_batch", s.global_batch},

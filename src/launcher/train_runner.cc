@@ -16,6 +16,7 @@
 #include "launcher/train_report.h"
 #include "model/allreduce_sync.h"
 #include "model/checkpoint.h"
+#include "model/gemm.h"
 #include "model/gradient_profile.h"
 #include "model/mlp.h"
 #include "model/optimizer_state.h"
@@ -33,13 +34,48 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::unique_ptr<model::Model> make_model(const TrainConfig& config) {
+// The job's matrix-product backend: rank 0 resolves --blas and broadcasts its choice. Every rank
+// applies the same averaged gradient, so mixed backends would not split the replicas; but each
+// rank's share of that gradient would round the way its own backend does, and the job's numbers
+// would then depend on which nodes have a GPU. One choice for the job keeps a run reproducible.
+model::GemmKind agree_on_gemm(Context& ctx, const std::string& blas) {
+  int64_t kind = -1;  // -1: rank 0 could not choose
+  std::exception_ptr failure;
+  if (ctx.rank() == 0) {
+    try {
+      kind = static_cast<int64_t>(model::choose_gemm(blas));
+    } catch (const Error&) {
+      failure = std::current_exception();
+    }
+  }
+  broadcast(ctx, &kind, 1, DataType::kInt64, 0);
+  if (failure) std::rethrow_exception(failure);
+  if (kind < 0) {
+    RINGD_THROW(kUnavailable, "rank 0 could not set up --blas " << blas << " (rank 0's error says "
+                                                                << "why)");
+  }
+  return static_cast<model::GemmKind>(kind);
+}
+
+std::unique_ptr<model::Model> make_model(Context& ctx, const TrainConfig& config) {
   if (config.model == "replay") {
     const auto backward = std::chrono::microseconds(std::llround(config.compute_ms * 1000));
     return std::make_unique<model::ReplayModel>(model::load_gradient_profile(config.profile),
                                                 backward / 2, backward, config.spread);
   }
-  return std::make_unique<model::Mlp>(model::parse_layer_sizes(config.layers), config.seed);
+  const model::GemmKind kind = agree_on_gemm(ctx, config.blas);
+  std::unique_ptr<model::Gemm> gemm;
+  try {
+    gemm = model::make_gemm(kind);
+  } catch (const Error& error) {
+    RINGD_THROW(kUnavailable, "rank " << ctx.rank() << ": the job multiplies through "
+                                      << model::gemm_kind_name(kind) << " (rank 0's --blas "
+                                      << config.blas
+                                      << "), which this rank cannot use: " << error.what()
+                                      << ". Pass --blas openblas to train on the CPU everywhere");
+  }
+  return std::make_unique<model::Mlp>(model::parse_layer_sizes(config.layers), config.seed,
+                                      std::move(gemm));
 }
 
 std::string params_digest(const std::vector<model::ParameterView>& params) {
@@ -72,7 +108,7 @@ class TrainRank {
         hooks_(hooks),
         rank_(ctx.rank()),
         size_(ctx.size()),
-        model_(make_model(config)),
+        model_(make_model(ctx, config)),
         global_batch_(config.batch_size * static_cast<size_t>(ctx.size())) {
     if (config_.model == "mlp") {
       const model::Dataset& train = data_.train;
@@ -143,6 +179,8 @@ class TrainRank {
     TrainSummary s;
     s.mode = sync_mode_name(config_.mode);
     s.model = model_->describe();
+    if (const auto* mlp = dynamic_cast<const model::Mlp*>(model_.get()))
+      s.blas = mlp->gemm().name();
     s.transport = ctx_.transport_name();
     s.ranks = size_;
     s.global_batch = global_batch_;

@@ -43,6 +43,7 @@ struct EpochResult {
 struct TrainSummary {
   std::string mode;
   std::string model;
+  std::string blas;  // the MLP's matrix products: "openblas" or "cublas" ("" for the replay model)
   std::string transport;
   int ranks = 0;
   size_t global_batch = 0;

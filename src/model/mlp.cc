@@ -1,13 +1,11 @@
 #include "model/mlp.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <mutex>
 #include <sstream>
 
+#include "model/openblas_gemm.h"
 #include "model/random.h"
 #include "ringd/error.h"
 
@@ -15,12 +13,6 @@ namespace ringd::model {
 namespace {
 
 constexpr uint64_t kInitPurpose = 1;  // derive_seed purpose: parameter initialisation
-
-// One OpenBLAS thread for the whole process, set once before the first product.
-void single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 }  // namespace
 
@@ -44,7 +36,9 @@ std::vector<size_t> parse_layer_sizes(const std::string& text) {
   return sizes;
 }
 
-Mlp::Mlp(std::vector<size_t> layer_sizes, uint64_t seed) : sizes_(std::move(layer_sizes)) {
+Mlp::Mlp(std::vector<size_t> layer_sizes, uint64_t seed, std::unique_ptr<Gemm> gemm)
+    : sizes_(std::move(layer_sizes)),
+      gemm_(gemm ? std::move(gemm) : std::make_unique<OpenBlasGemm>()) {
   RINGD_CHECK_ARG(sizes_.size() >= 2, "an MLP needs at least an input and an output size");
   size_t total = 0;
   for (size_t k = 0; k < layers(); ++k) total += sizes_[k + 1] * sizes_[k] + sizes_[k + 1];
@@ -97,7 +91,6 @@ ForwardResult Mlp::forward(const Batch& batch) {
                   "the MLP " << describe() << " takes " << input_size() << " inputs, the batch has "
                              << batch.features);
   RINGD_CHECK_ARG(batch.rows > 0, "an empty batch");
-  single_threaded_blas();
   ensure_batch(batch.rows);
   rows_ = batch.rows;
   input_ = batch.inputs;
@@ -110,9 +103,7 @@ ForwardResult Mlp::forward(const Batch& batch) {
     const float* b = params_[2 * k + 1].value;
     float* z = activations_[k].data();
     // z[rows, out] = h[rows, in] * w[out, in]^T, then + b (and ReLU below the last layer).
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows_),
-                static_cast<int>(out), static_cast<int>(in), 1.0f, h, static_cast<int>(in), w,
-                static_cast<int>(in), 0.0f, z, static_cast<int>(out));
+    gemm_->sgemm(false, true, rows_, out, in, 1.0f, h, in, w, in, 0.0f, z, out);
     const bool hidden = k + 1 < layers();
     for (size_t r = 0; r < rows_; ++r) {
       float* row = z + r * out;
@@ -156,17 +147,13 @@ void Mlp::backward(const GradientReady& ready) {
     }
     ready(2 * k + 1);
     // dW[out, in] = delta[rows, out]^T * h[rows, in]
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(out),
-                static_cast<int>(in), static_cast<int>(rows_), 1.0f, delta_.data(),
-                static_cast<int>(out), h, static_cast<int>(in), 0.0f, weight.grad,
-                static_cast<int>(in));
+    gemm_->sgemm(true, false, out, in, rows_, 1.0f, delta_.data(), out, h, in, 0.0f, weight.grad,
+                 in);
     ready(2 * k);
     if (k == 0) break;
     // delta_below[rows, in] = delta[rows, out] * W[out, in], times ReLU'(z_below).
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows_),
-                static_cast<int>(in), static_cast<int>(out), 1.0f, delta_.data(),
-                static_cast<int>(out), weight.value, static_cast<int>(in), 0.0f, delta_next_.data(),
-                static_cast<int>(in));
+    gemm_->sgemm(false, false, rows_, in, out, 1.0f, delta_.data(), out, weight.value, in, 0.0f,
+                 delta_next_.data(), in);
     const float* below = activations_[k - 1].data();
     for (size_t i = 0; i < rows_ * in; ++i) {
       if (below[i] <= 0.0f) delta_next_[i] = 0.0f;

@@ -1,7 +1,7 @@
 // A multi-layer perceptron: fully connected layers with ReLU between them and softmax
-// cross-entropy on the last. Matrix products go through OpenBLAS (cblas_sgemm, one thread: the
-// ranks of a job already share the cores, and one thread keeps every result reproducible).
-// cuBLAS is not used yet, in any build (docs/architecture.md, "The model").
+// cross-entropy on the last. Matrix products go through a Gemm backend (gemm.h): OpenBLAS on the
+// CPU by default, or cuBLAS on a GPU in builds with it (`ringd train --blas`); everything else
+// (bias, ReLU, softmax, the parameters and gradients) stays in host memory on the CPU.
 //
 // Layer k maps n_k inputs to n_{k+1} outputs: z = h W^T + b, with
 //   layer<k>.weight  [n_{k+1}, n_k]   row-major, Kaiming-uniform from the seed
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "model/gemm.h"
 #include "model/model.h"
 
 namespace ringd::model {
@@ -24,7 +25,9 @@ std::vector<size_t> parse_layer_sizes(const std::string& text);
 
 class Mlp : public Model {
  public:
-  Mlp(std::vector<size_t> layer_sizes, uint64_t seed);
+  // `gemm` does the matrix products; null = OpenBLAS. The initial parameters depend only on the
+  // sizes and the seed, never on the backend.
+  Mlp(std::vector<size_t> layer_sizes, uint64_t seed, std::unique_ptr<Gemm> gemm = nullptr);
 
   const std::vector<ParameterView>& parameters() const override { return params_; }
   size_t input_size() const override { return sizes_.front(); }
@@ -34,12 +37,14 @@ class Mlp : public Model {
   void backward(const GradientReady& ready) override;
 
   const std::vector<size_t>& layer_sizes() const { return sizes_; }
+  const Gemm& gemm() const { return *gemm_; }
 
  private:
   size_t layers() const { return sizes_.size() - 1; }
   void ensure_batch(size_t rows);
 
   std::vector<size_t> sizes_;
+  std::unique_ptr<Gemm> gemm_;
   std::vector<float> values_;  // every parameter, registration order
   std::vector<float> grads_;
   std::vector<ParameterView> params_;

@@ -1,7 +1,8 @@
 // What `ringd train` trains: named parameter tensors, a forward pass over a batch and a backward
 // pass that hands each finished gradient over at once, so that its communication overlaps the
-// rest of backward. Two models implement it: the MLP (mlp.h, real arithmetic through OpenBLAS) and
-// the replay model (replay_model.h, a real network's gradient sizes with modeled compute time).
+// rest of backward. Two models implement it: the MLP (mlp.h, real arithmetic through OpenBLAS or
+// cuBLAS) and the replay model (replay_model.h, a real network's gradient sizes with modeled
+// compute time).
 //
 //   model.forward(batch)                       // loss and accuracy of this worker's batch
 //   model.backward([&](size_t i) { ... })      // i = parameter index, the last layer's first;

@@ -1,0 +1,184 @@
+// The cuBLAS backend of the MLP's matrix products (model/cuda/cublas_gemm.h) on a real device,
+// against the OpenBLAS backend within a relative tolerance (the two round differently): every
+// transpose combination, non-square shapes, padded strides whose padding must stay untouched,
+// beta != 0, buffers reused across growing and shrinking calls; and an MLP forward + backward
+// through cuBLAS against the same MLP through OpenBLAS. Without a GPU those tests skip, saying
+// why, and what runs instead is the no-device path (kUnavailable naming the reason) and the
+// cuBLAS status mapping. Built only in CUDA builds (tests/CMakeLists.txt); cuBLAS builds only here.
+#include <gtest/gtest.h>
+
+#include "ringd/config.h"
+
+#if RINGD_HAVE_CUBLAS
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "device/cuda/reduce_kernels.h"
+#include "model/cuda/cublas_errors.h"
+#include "model/gemm.h"
+#include "model/mlp.h"
+#include "model/random.h"
+#include "ringd/error.h"
+
+namespace ringd::model {
+namespace {
+
+constexpr float kPadding = -12345.0f;
+
+bool have_device() { return cuda_device_count() > 0; }
+
+std::vector<float> random_matrix(size_t rows, size_t columns, size_t stride, uint64_t seed) {
+  SplitMix64 random(seed);
+  std::vector<float> m(rows * stride, kPadding);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < columns; ++c) {
+      m[r * stride + c] = static_cast<float>(2 * random.uniform() - 1);
+    }
+  }
+  return m;
+}
+
+// ---- no device needed -----------------------------------------------------------------------
+
+TEST(CublasErrors, StatusesMapToCodesAndNameThemselves) {
+  EXPECT_EQ(cublas_error_code(CUBLAS_STATUS_NOT_INITIALIZED), ErrorCode::kUnavailable);
+  EXPECT_EQ(cublas_error_code(CUBLAS_STATUS_ALLOC_FAILED), ErrorCode::kIo);
+  EXPECT_EQ(cublas_error_code(CUBLAS_STATUS_INVALID_VALUE), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(cublas_error_code(CUBLAS_STATUS_EXECUTION_FAILED), ErrorCode::kInternal);
+  const std::string text = cublas_failure("cublasSgemm(...)", CUBLAS_STATUS_ALLOC_FAILED);
+  EXPECT_NE(text.find("cublasSgemm(...) failed: CUBLAS_STATUS_ALLOC_FAILED"), std::string::npos)
+      << text;
+  try {
+    RINGD_CUBLAS_CHECK(CUBLAS_STATUS_NOT_INITIALIZED, "product " << 3);
+    FAIL() << "a failed status was not thrown";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUnavailable);
+    EXPECT_NE(std::string(error.what())
+                  .find("product 3: CUBLAS_STATUS_NOT_INITIALIZED failed: "
+                        "CUBLAS_STATUS_NOT_INITIALIZED"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(CublasGemm, WithoutADeviceItIsUnavailableSayingWhy) {
+  if (have_device()) GTEST_SKIP() << "a CUDA device is present";
+  const std::string reason = cublas_unavailable_reason();
+  EXPECT_NE(reason.find("no usable CUDA device"), std::string::npos) << reason;
+  EXPECT_EQ(choose_gemm("auto"), GemmKind::kOpenBlas);
+  try {
+    make_gemm(GemmKind::kCublas);
+    FAIL() << "a cuBLAS backend without a device";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kUnavailable) << error.what();
+    EXPECT_NE(std::string(error.what()).find(reason), std::string::npos) << error.what();
+  }
+}
+
+// ---- on a device ----------------------------------------------------------------------------
+
+class CublasGemmTest : public testing::TestWithParam<std::tuple<bool, bool>> {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device: " << cuda_device_status();
+  }
+};
+
+TEST_P(CublasGemmTest, MatchesOpenBlas) {
+  const auto [trans_a, trans_b] = GetParam();
+  const std::unique_ptr<Gemm> cublas = make_gemm(GemmKind::kCublas);
+  const std::unique_ptr<Gemm> openblas = make_gemm(GemmKind::kOpenBlas);
+  EXPECT_EQ(cublas->name(), std::string("cublas"));
+  struct Shape {
+    size_t m, n, k, pad;
+  };
+  // Growing, shrinking and growing again: the device buffers are reused and regrown.
+  for (const Shape& s : {Shape{3, 5, 7, 2}, Shape{256, 100, 784, 0}, Shape{1, 1, 1, 0},
+                         Shape{17, 4, 33, 5}, Shape{1000, 10, 256, 3}}) {
+    for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
+      SCOPED_TRACE(testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
+                                      << s.pad << " beta " << beta);
+      const size_t a_rows = trans_a ? s.k : s.m, a_cols = trans_a ? s.m : s.k;
+      const size_t b_rows = trans_b ? s.n : s.k, b_cols = trans_b ? s.k : s.n;
+      const size_t lda = a_cols + s.pad, ldb = b_cols + s.pad + 1, ldc = s.n + 2 * s.pad;
+      const std::vector<float> a = random_matrix(a_rows, a_cols, lda, 1 + s.m);
+      const std::vector<float> b = random_matrix(b_rows, b_cols, ldb, 2 + s.n);
+      std::vector<float> want = random_matrix(s.m, s.n, ldc, 3 + s.k);
+      std::vector<float> got = want;
+      openblas->sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta,
+                      want.data(), ldc);
+      cublas->sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta,
+                    got.data(), ldc);
+      // Each element sums k products of values in [-1, 1): both backends are within a few
+      // float ulps of k x 2^-24 of the exact sum; a wrong layout would be off by O(1).
+      const double bound = 1e-6 * static_cast<double>(s.k + 2) * (1 + std::fabs(beta));
+      for (size_t i = 0; i < s.m; ++i) {
+        for (size_t j = 0; j < ldc; ++j) {
+          if (j >= s.n) {
+            ASSERT_EQ(got[i * ldc + j], kPadding) << "padding of C row " << i << " written";
+          } else {
+            ASSERT_NEAR(got[i * ldc + j], want[i * ldc + j], bound)
+                << "C[" << i << "][" << j << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
+std::string transposes_name(const testing::TestParamInfo<std::tuple<bool, bool>>& info) {
+  return std::string(std::get<0>(info.param) ? "AT" : "A") + (std::get<1>(info.param) ? "BT" : "B");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransposes, CublasGemmTest,
+                         testing::Combine(testing::Bool(), testing::Bool()), transposes_name);
+
+TEST(CublasMlp, ForwardAndBackwardMatchOpenBlas) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: " << cuda_device_status();
+  const std::vector<size_t> sizes = {784, 256, 10};
+  SplitMix64 random(17);
+  const size_t rows = 64;
+  std::vector<float> inputs(rows * sizes[0]);
+  for (float& x : inputs) x = static_cast<float>(random.uniform());
+  std::vector<int32_t> labels(rows);
+  for (int32_t& label : labels) label = static_cast<int32_t>(random.below(10));
+  const Batch batch{inputs.data(), labels.data(), rows, sizes[0]};
+
+  Mlp openblas(sizes, 5, make_gemm(GemmKind::kOpenBlas));
+  Mlp cublas(sizes, 5, make_gemm(GemmKind::kCublas));
+  EXPECT_EQ(cublas.gemm().kind(), GemmKind::kCublas);
+  for (int step = 0; step < 2; ++step) {  // the second step reuses the device buffers
+    const ForwardResult want = openblas.forward(batch);
+    const ForwardResult got = cublas.forward(batch);
+    EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::fabs(want.loss)) << "step " << step;
+    std::vector<size_t> order;
+    openblas.backward([](size_t) {});
+    cublas.backward([&](size_t i) { order.push_back(i); });
+    EXPECT_EQ(order, (std::vector<size_t>{3, 2, 1, 0}));
+    for (size_t i = 0; i < openblas.parameters().size(); ++i) {
+      const ParameterView& w = openblas.parameters()[i];
+      const ParameterView& g = cublas.parameters()[i];
+      double largest = 0;
+      for (size_t j = 0; j < w.count; ++j)
+        largest = std::max(largest, std::fabs(double{w.grad[j]}));
+      ASSERT_GT(largest, 0) << w.name;
+      for (size_t j = 0; j < w.count; ++j) {
+        ASSERT_NEAR(g.grad[j], w.grad[j], 1e-4 * largest) << w.name << "[" << j << "]";
+      }
+      // The same small SGD step on both, so that step 2 starts from (nearly) equal weights.
+      for (size_t j = 0; j < w.count; ++j) {
+        w.value[j] -= 0.1f * w.grad[j];
+        g.value[j] = w.value[j];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringd::model
+
+#endif  // RINGD_HAVE_CUBLAS
