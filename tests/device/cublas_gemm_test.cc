@@ -21,26 +21,16 @@
 #include "model/cuda/cublas_errors.h"
 #include "model/gemm.h"
 #include "model/mlp.h"
-#include "model/random.h"
 #include "ringd/error.h"
+#include "testing/model_data.h"
 
 namespace ringd::model {
 namespace {
 
-constexpr float kPadding = -12345.0f;
+using testing::kMatrixPadding;
+using testing::random_matrix;
 
 bool have_device() { return cuda_device_count() > 0; }
-
-std::vector<float> random_matrix(size_t rows, size_t columns, size_t stride, uint64_t seed) {
-  SplitMix64 random(seed);
-  std::vector<float> m(rows * stride, kPadding);
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t c = 0; c < columns; ++c) {
-      m[r * stride + c] = static_cast<float>(2 * random.uniform() - 1);
-    }
-  }
-  return m;
-}
 
 // ---- no device needed -----------------------------------------------------------------------
 
@@ -81,7 +71,7 @@ TEST(CublasGemm, WithoutADeviceItIsUnavailableSayingWhy) {
 
 // ---- on a device ----------------------------------------------------------------------------
 
-class CublasGemmTest : public testing::TestWithParam<std::tuple<bool, bool>> {
+class CublasGemmTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
   void SetUp() override {
     if (!have_device()) GTEST_SKIP() << "no CUDA device: " << cuda_device_status();
@@ -100,8 +90,8 @@ TEST_P(CublasGemmTest, MatchesOpenBlas) {
   for (const Shape& s : {Shape{3, 5, 7, 2}, Shape{256, 100, 784, 0}, Shape{1, 1, 1, 0},
                          Shape{17, 4, 33, 5}, Shape{1000, 10, 256, 3}}) {
     for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
-      SCOPED_TRACE(testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
-                                      << s.pad << " beta " << beta);
+      SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
+                                        << s.pad << " beta " << beta);
       const size_t a_rows = trans_a ? s.k : s.m, a_cols = trans_a ? s.m : s.k;
       const size_t b_rows = trans_b ? s.n : s.k, b_cols = trans_b ? s.k : s.n;
       const size_t lda = a_cols + s.pad, ldb = b_cols + s.pad + 1, ldc = s.n + 2 * s.pad;
@@ -119,7 +109,7 @@ TEST_P(CublasGemmTest, MatchesOpenBlas) {
       for (size_t i = 0; i < s.m; ++i) {
         for (size_t j = 0; j < ldc; ++j) {
           if (j >= s.n) {
-            ASSERT_EQ(got[i * ldc + j], kPadding) << "padding of C row " << i << " written";
+            ASSERT_EQ(got[i * ldc + j], kMatrixPadding) << "padding of C row " << i << " written";
           } else {
             ASSERT_NEAR(got[i * ldc + j], want[i * ldc + j], bound)
                 << "C[" << i << "][" << j << "]";
@@ -130,23 +120,18 @@ TEST_P(CublasGemmTest, MatchesOpenBlas) {
   }
 }
 
-std::string transposes_name(const testing::TestParamInfo<std::tuple<bool, bool>>& info) {
+std::string transposes_name(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
   return std::string(std::get<0>(info.param) ? "AT" : "A") + (std::get<1>(info.param) ? "BT" : "B");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, CublasGemmTest,
-                         testing::Combine(testing::Bool(), testing::Bool()), transposes_name);
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()), transposes_name);
 
 TEST(CublasMlp, ForwardAndBackwardMatchOpenBlas) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: " << cuda_device_status();
   const std::vector<size_t> sizes = {784, 256, 10};
-  SplitMix64 random(17);
-  const size_t rows = 64;
-  std::vector<float> inputs(rows * sizes[0]);
-  for (float& x : inputs) x = static_cast<float>(random.uniform());
-  std::vector<int32_t> labels(rows);
-  for (int32_t& label : labels) label = static_cast<int32_t>(random.below(10));
-  const Batch batch{inputs.data(), labels.data(), rows, sizes[0]};
+  const testing::LabelledData data = testing::random_labelled_data(64, sizes[0], sizes.back(), 17);
+  const Batch batch = data.batch();
 
   Mlp openblas(sizes, 5, make_gemm(GemmKind::kOpenBlas));
   Mlp cublas(sizes, 5, make_gemm(GemmKind::kCublas));

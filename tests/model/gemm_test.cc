@@ -16,26 +16,15 @@
 
 #include "model/mlp.h"
 #include "model/openblas_gemm.h"
-#include "model/random.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
+#include "testing/model_data.h"
 
 namespace ringd::model {
 namespace {
 
-constexpr float kPadding = -12345.0f;  // fills every element past a row's end
-
-// A rows x columns row-major matrix with stride columns + pad, values uniform in [-1, 1).
-std::vector<float> random_matrix(size_t rows, size_t columns, size_t stride, uint64_t seed) {
-  SplitMix64 random(seed);
-  std::vector<float> m(rows * stride, kPadding);
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t c = 0; c < columns; ++c) {
-      m[r * stride + c] = static_cast<float>(2 * random.uniform() - 1);
-    }
-  }
-  return m;
-}
+using testing::kMatrixPadding;
+using testing::random_matrix;
 
 // C = alpha op(A) op(B) + beta C in double, element by element (beta == 0: C's input ignored).
 void naive_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
@@ -75,7 +64,7 @@ struct Shape {
   size_t m, n, k, pad;
 };
 
-class GemmTest : public testing::TestWithParam<std::tuple<bool, bool>> {};
+class GemmTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(GemmTest, OpenBlasMatchesTheNaiveLoop) {
   const auto [trans_a, trans_b] = GetParam();
@@ -84,8 +73,8 @@ TEST_P(GemmTest, OpenBlasMatchesTheNaiveLoop) {
   for (const Shape& s : {Shape{1, 1, 1, 0}, Shape{3, 5, 7, 2}, Shape{17, 4, 33, 5},
                          Shape{32, 10, 256, 0}, Shape{64, 3, 2, 1}}) {
     for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
-      SCOPED_TRACE(testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
-                                      << s.pad << " alpha " << alpha << " beta " << beta);
+      SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
+                                        << s.pad << " alpha " << alpha << " beta " << beta);
       const size_t a_rows = trans_a ? s.k : s.m, a_cols = trans_a ? s.m : s.k;
       const size_t b_rows = trans_b ? s.n : s.k, b_cols = trans_b ? s.k : s.n;
       const size_t lda = a_cols + s.pad, ldb = b_cols + s.pad + 1, ldc = s.n + 2 * s.pad;
@@ -105,7 +94,8 @@ TEST_P(GemmTest, OpenBlasMatchesTheNaiveLoop) {
           const float got = c[i * ldc + j];
           const float want = expected[i * ldc + j];
           if (j >= s.n) {
-            ASSERT_EQ(got, kPadding) << "padding of C row " << i << " column " << j << " written";
+            ASSERT_EQ(got, kMatrixPadding)
+                << "padding of C row " << i << " column " << j << " written";
             continue;
           }
           // float rounding of k products of values in [-1, 1): |error| <~ k * 2^-24 * |terms|.
@@ -117,12 +107,12 @@ TEST_P(GemmTest, OpenBlasMatchesTheNaiveLoop) {
   }
 }
 
-std::string transposes_name(const testing::TestParamInfo<std::tuple<bool, bool>>& info) {
+std::string transposes_name(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
   return std::string(std::get<0>(info.param) ? "AT" : "A") + (std::get<1>(info.param) ? "BT" : "B");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
-                         testing::Combine(testing::Bool(), testing::Bool()), transposes_name);
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()), transposes_name);
 
 TEST(Gemm, RejectsShortStridesAndHugeSizes) {
   OpenBlasGemm gemm;
@@ -177,29 +167,9 @@ TEST(Gemm, BlasChoiceInThisBuild) {
   }
 }
 
-struct Batch3 {
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-  Batch batch() const {
-    return Batch{inputs.data(), labels.data(), labels.size(), inputs.size() / labels.size()};
-  }
-};
-
-Batch3 random_batch(size_t rows, size_t features, size_t classes, uint64_t seed) {
-  SplitMix64 random(seed);
-  Batch3 data;
-  for (size_t i = 0; i < rows * features; ++i) {
-    data.inputs.push_back(static_cast<float>(random.uniform()));
-  }
-  for (size_t r = 0; r < rows; ++r) {
-    data.labels.push_back(static_cast<int32_t>(random.below(classes)));
-  }
-  return data;
-}
-
 TEST(MlpGemm, DefaultIsOpenBlasAndANaiveBackendGivesTheSameStep) {
   const std::vector<size_t> sizes = {20, 16, 12, 5};
-  const Batch3 data = random_batch(9, 20, 5, 3);
+  const testing::LabelledData data = testing::random_labelled_data(9, 20, 5, 3);
   Mlp reference(sizes, 11);
   EXPECT_EQ(reference.gemm().kind(), GemmKind::kOpenBlas);
   auto naive_owned = std::make_unique<NaiveGemm>();

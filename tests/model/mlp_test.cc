@@ -9,28 +9,13 @@
 
 #include "model/random.h"
 #include "ringd/error.h"
+#include "testing/model_data.h"
 
 namespace ringd::model {
 namespace {
 
-struct Data {
-  std::vector<float> inputs;
-  std::vector<int32_t> labels;
-  Batch batch() const {
-    return Batch{inputs.data(), labels.data(), labels.size(), inputs.size() / labels.size()};
-  }
-};
-
-Data random_data(size_t rows, size_t features, size_t classes, uint64_t seed) {
-  SplitMix64 random(seed);
-  Data data;
-  for (size_t i = 0; i < rows * features; ++i) {
-    data.inputs.push_back(static_cast<float>(random.uniform()));
-  }
-  for (size_t r = 0; r < rows; ++r)
-    data.labels.push_back(static_cast<int32_t>(random.below(classes)));
-  return data;
-}
+using Data = testing::LabelledData;
+using testing::random_labelled_data;
 
 TEST(Mlp, ParametersAreNamedShapedAndSeeded) {
   Mlp a({6, 5, 3}, 7);
@@ -61,7 +46,7 @@ TEST(Mlp, ParametersAreNamedShapedAndSeeded) {
 
 TEST(Mlp, GradientsMatchFiniteDifferences) {
   Mlp mlp({7, 6, 5, 4}, 3);
-  const Data data = random_data(5, 7, 4, 11);
+  const Data data = random_labelled_data(5, 7, 4, 11);
   // Non-zero biases so every ReLU sees both signs.
   for (const ParameterView& p : mlp.parameters()) {
     if (p.shape.size() == 1) {
@@ -95,7 +80,7 @@ TEST(Mlp, GradientsMatchFiniteDifferences) {
 
 TEST(Mlp, BackwardHandsGradientsOverInReverseRegistrationOrder) {
   Mlp mlp({4, 3, 3, 2}, 1);
-  const Data data = random_data(3, 4, 2, 5);
+  const Data data = random_labelled_data(3, 4, 2, 5);
   mlp.forward(data.batch());
   std::vector<size_t> order;
   // When i is handed over its gradient must already be final: compare with a second backward.
@@ -168,7 +153,7 @@ TEST(Mlp, LayerSizesParse) {
   EXPECT_THROW(parse_layer_sizes("784,x,10"), Error);
   EXPECT_THROW(parse_layer_sizes("784,0,10"), Error);
   Mlp mlp({4, 2}, 1);
-  const Data data = random_data(2, 3, 2, 1);
+  const Data data = random_labelled_data(2, 3, 2, 1);
   EXPECT_THROW(mlp.forward(data.batch()), Error) << "3 features into a 4-input MLP";
 }
 
