@@ -11,7 +11,8 @@
 // payload is exactly what it expects (the tensor's element count x 4) before reading it, and reads
 // the payload straight into the destination buffer. Everything waits in poll(): the next frame
 // without a deadline but interruptible (a server idles until a worker has something), the rest of
-// a frame and every reply with the connection's timeout.
+// a frame and every reply with the connection's timeout — for payloads, on silence: it starts
+// again whenever bytes move, so a long transfer over a shared link is not cut off.
 #pragma once
 
 #include <chrono>
@@ -27,7 +28,7 @@
 namespace ringd::ps {
 
 constexpr char kFrameMagic[4] = {'R', 'N', 'P', 'S'};
-constexpr uint32_t kFrameVersion = 1;
+constexpr uint32_t kFrameVersion = 2;  // 2: WAITING
 constexpr size_t kFramePrefixBytes = 16;
 constexpr uint32_t kMaxHeaderBytes = 4 << 20;
 

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -50,6 +51,22 @@ std::string tensor_what(const char* kind, const ShardStore& store, const Header&
   return std::string(kind) + " of '" + tensor + "' step " + std::to_string(header.step());
 }
 
+// A payload into the store in pieces, each a sign of life for pulls waiting on the step: eight
+// workers pushing 400 MB each through one 1 Gbit/s port take longer than RINGD_TIMEOUT to finish,
+// and a pull's limit is on silence, not on how long the others' transfers take.
+void receive_into_store(Connection& connection, ShardStore& store, float* into, size_t bytes,
+                        const std::string& what) {
+  constexpr size_t kPieceBytes = 4 << 20;
+  char* cursor = reinterpret_cast<char*>(into);
+  while (bytes > 0) {
+    const size_t piece = std::min(bytes, kPieceBytes);
+    connection.receive_payload(cursor, piece, what);
+    store.note_activity();
+    cursor += piece;
+    bytes -= piece;
+  }
+}
+
 }  // namespace
 
 void ParameterServer::Impl::handle(Connection& connection, const Header& header, int* rank) {
@@ -82,19 +99,20 @@ void ParameterServer::Impl::handle(Connection& connection, const Header& header,
                                     << index << ", but the job has " << store.tensor_count());
       }
       connection.expect_payload(store.count_of(index) * sizeof(float), what);
+      const size_t bytes = store.count_of(index) * sizeof(float);
       if (header.type() == INIT) {
         float* into = store.begin_init(*rank, index);
-        connection.receive_payload(into, store.count_of(index) * sizeof(float), what);
+        receive_into_store(connection, store, into, bytes, what);
         store.init_done(index);
         return;
       }
       float* slot = store.begin_push(*rank, index, header.step());
       if (slot) {
-        connection.receive_payload(slot, store.count_of(index) * sizeof(float), what);
+        receive_into_store(connection, store, slot, bytes, what);
         store.push_done(*rank, index, header.step(), header.learning_rate());
       } else {
         std::vector<float> gradient(store.count_of(index));
-        connection.receive_payload(gradient.data(), gradient.size() * sizeof(float), what);
+        receive_into_store(connection, store, gradient.data(), bytes, what);
         store.apply_async(index, gradient.data(), header.learning_rate());
       }
       return;
@@ -102,7 +120,15 @@ void ParameterServer::Impl::handle(Connection& connection, const Header& header,
     case PULL: {
       std::vector<const float*> values;
       std::vector<std::vector<float>> scratch;
-      store.pull(header.step(), timeout, &values, &scratch);
+      // While the step's other gradients arrive, WAITING notices keep this worker's wait for
+      // the reply (bounded by silence) from running out.
+      const std::string step_text = std::to_string(header.step());
+      store.pull(header.step(), timeout, &values, &scratch, [&] {
+        Header notice;
+        notice.set_type(WAITING);
+        notice.set_step(header.step());
+        connection.send(notice, {}, "a WAITING notice for the pull after step " + step_text);
+      });
       Header reply;
       reply.set_type(VALUES);
       reply.set_step(header.step());

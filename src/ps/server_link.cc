@@ -165,7 +165,9 @@ void ServerLink::receive_values(int64_t after_step) {
   const std::string what = after_step < 0 ? std::string("the pull of the initial values")
                                           : "the pull after step " + std::to_string(after_step);
   Header reply;
-  connection_->receive_header(&reply, false, -1, nullptr, what);
+  do {  // WAITING: the server is alive and still collecting the step (proto/ps.proto)
+    connection_->receive_header(&reply, false, -1, nullptr, what);
+  } while (reply.type() == WAITING && reply.payload_bytes() == 0);
   if (reply.type() == ERROR) throw_server_error(reply, what);
   bool same_tensors = reply.tensors_size() == static_cast<int>(owned_.size());
   uint64_t bytes = 0;

@@ -335,18 +335,40 @@ std::string ShardStore::missing_text(int64_t after_step) const {
   return "";
 }
 
+void ShardStore::note_activity() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  last_activity_ = std::chrono::steady_clock::now();
+}
+
 void ShardStore::pull(int64_t after_step, std::chrono::milliseconds timeout,
-                      std::vector<const float*>* out, std::vector<std::vector<float>>* scratch) {
+                      std::vector<const float*>* out, std::vector<std::vector<float>>* scratch,
+                      const std::function<void()>& waiting) {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock<std::mutex> lock(mutex_);
   if (!have_job_) RINGD_THROW(kProtocol, name_ << ": PULL before REGISTER");
-  last_activity_ = std::chrono::steady_clock::now();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  last_activity_ = Clock::now();
+  // The limit is on silence: over a shared link the step's other gradients can take longer than
+  // the timeout to arrive, and every arriving byte (note_activity) says the job is alive.
+  const auto beat = std::min<Clock::duration>(timeout / 3, std::chrono::seconds(1));
+  auto next_beat = Clock::now() + beat;
   while (!failed_ && !pull_ready(after_step)) {
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !pull_ready(after_step)) {
-      if (failed_) break;
-      RINGD_THROW(kTimeout, name_ << " (server " << job_.server_index() << "): waited "
-                                  << timeout.count() << " ms for " << step_text(after_step) << ": "
-                                  << missing_text(after_step));
+    const auto deadline = last_activity_ + timeout;
+    const auto wake = waiting ? std::min(deadline, next_beat) : deadline;
+    if (changed_.wait_until(lock, wake) == std::cv_status::no_timeout || pull_ready(after_step) ||
+        failed_) {
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= last_activity_ + timeout) {
+      RINGD_THROW(kTimeout, name_ << " (server " << job_.server_index() << "): nothing arrived for "
+                                  << timeout.count() << " ms while waiting for "
+                                  << step_text(after_step) << ": " << missing_text(after_step));
+    }
+    if (waiting && now >= next_beat) {
+      lock.unlock();
+      waiting();
+      lock.lock();
+      next_beat = Clock::now() + beat;
     }
   }
   // A step that is complete is served even when the job failed since (a worker died after

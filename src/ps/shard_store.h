@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,9 +75,14 @@ class ShardStore {
 
   // PULL: blocks until every owned tensor has applied `after_step` (-1: has initial values; async:
   // only that), then fills `out` with pointers to send (async: copies into `scratch`). Throws
-  // kTimeout naming the tensor and the workers still missing, or the job's failure.
+  // kTimeout naming the tensor and the workers still missing once nothing happened on this server
+  // (no push, pull or note_activity()) for `timeout`, or the job's failure. While it waits it
+  // calls `waiting` (without the store's lock; may be empty) at most min(timeout / 3, 1 s) apart.
   void pull(int64_t after_step, std::chrono::milliseconds timeout, std::vector<const float*>* out,
-            std::vector<std::vector<float>>* scratch);
+            std::vector<std::vector<float>>* scratch,
+            const std::function<void()>& waiting = nullptr);
+  // Bytes of some worker's message are arriving: a waiting pull's timeout starts again.
+  void note_activity();
 
   // Blocks until every worker of the job said BYE, or throws: the job's failure, or kTimeout
   // naming the workers still missing when no worker did anything for `idle_limit` (0 = wait

@@ -21,6 +21,7 @@ using testing::Servers;
 using testing::ToyModel;
 
 const std::vector<size_t> kCounts = {40, 5, 12};
+constexpr uint8_t kVersion = static_cast<uint8_t>(kFrameVersion);  // of hand-made frames
 
 // Runs `body`, which must throw ringd::Error of `code` with every string of `needles` in its
 // message.
@@ -129,6 +130,35 @@ TEST(PsErrors, StuckWorkerTimesOutNamingTheMissingWorker) {
   EXPECT_LT(seconds_since(start), 10);
 }
 
+// A step that takes longer than a worker's timeout to collect (here: worker 1 pushes 2.5 s late,
+// over a slow shared link: its gradients still arriving) is not a failure: the server's WAITING
+// notices, at most 1 s apart, keep worker 0's wait for the reply alive; the server itself gives
+// up only after its own timeout of silence (the test above).
+TEST(PsErrors, SlowStepIsWaitedForThroughWaitingNotices) {
+  Servers servers(1, "s", milliseconds(3000));
+  ToyModel model0(kCounts, 0);
+  ToyModel model1(kCounts, 1);
+  PsSyncOptions options0 =
+      testing::worker_options(servers, 0, 2, ShardPolicy::kRoundRobin, false, "s");
+  PsSyncOptions options1 =
+      testing::worker_options(servers, 1, 2, ShardPolicy::kRoundRobin, false, "s");
+  options0.timeout = milliseconds(1500);  // shorter than the step takes to complete
+  options1.timeout = milliseconds(1500);
+  PsSync sync0(options0);
+  PsSync sync1(options1);
+  std::thread worker1([&] {
+    sync1.initialize(model1.views);
+    std::this_thread::sleep_for(milliseconds(2500));
+    testing::train(sync1, model1, 1, 0, 1);
+  });
+  sync0.initialize(model0.views);
+  const auto start = std::chrono::steady_clock::now();
+  testing::train(sync0, model0, 0, 0, 1);  // would time out at 1.5 s without the notices
+  worker1.join();
+  EXPECT_GT(seconds_since(start), 2.0);
+  EXPECT_EQ(model0.values, model1.values);
+}
+
 TEST(PsErrors, WorkerWithAnotherModelIsRejected) {
   Servers servers(1, "s");
   ToyModel model0(kCounts, 0);
@@ -189,7 +219,8 @@ TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
   {
     // A frame claiming a 1 GiB header.
     Connection connection(raw_client(servers.addresses[0], "s"), "the server", milliseconds(5000));
-    std::vector<uint8_t> prefix = {'R', 'N', 'P', 'S', 1, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0};
+    std::vector<uint8_t> prefix = {'R', 'N', 'P', 'S',  kVersion, 0, 0, 0,
+                                   0,   0,   0,   0x40, 0,        0, 0, 0};
     send_raw(connection.fd(), prefix);
     Header reply;
     ASSERT_TRUE(connection.receive_header(&reply, false, -1, nullptr, "the reply"));
@@ -199,7 +230,8 @@ TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
   {
     // A truncated frame: half a header, then the connection closes.
     tcp::Fd socket = raw_client(servers.addresses[0], "s");
-    send_raw(socket.get(), {'R', 'N', 'P', 'S', 1, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3});
+    send_raw(socket.get(),
+             {'R', 'N', 'P', 'S', kVersion, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3});
   }
   // None of that was a registered worker, so the job is unaffected: real workers train.
   testing::run_workers(2, [&](int rank) {
@@ -250,8 +282,22 @@ TEST(PsFrame, RejectsForeignTruncatedAndMissizedFrames) {
     header.set_type(VALUES);
     header.set_payload_bytes(400);
     const std::string encoded = header.SerializeAsString();
-    std::vector<uint8_t> frame = {
-        'R', 'N', 'P', 'S', 1, 0, 0, 0, static_cast<uint8_t>(encoded.size()), 0, 0, 0, 0, 0, 0, 0};
+    std::vector<uint8_t> frame = {'R',
+                                  'N',
+                                  'P',
+                                  'S',
+                                  static_cast<uint8_t>(kFrameVersion),
+                                  0,
+                                  0,
+                                  0,
+                                  static_cast<uint8_t>(encoded.size()),
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
+                                  0};
     frame.insert(frame.end(), encoded.begin(), encoded.end());
     frame.insert(frame.end(), 100, 0);  // 100 of the 400 payload bytes
     send_raw(theirs.get(), frame);
@@ -262,6 +308,18 @@ TEST(PsFrame, RejectsForeignTruncatedAndMissizedFrames) {
     std::vector<float> into(100);
     expect_error([&] { connection.receive_payload(into.data(), 400, "a pull"); },
                  ErrorCode::kProtocol, {"truncated", "parameter server 3 (test)"});
+  }
+  {  // an older ringd (v1 had no WAITING notice) is told apart, not misread
+    auto [ours, theirs] = pair();
+    Connection connection(std::move(ours), "parameter server 3 (test)", milliseconds(2000));
+    const std::string encoded = Header().SerializeAsString();
+    std::vector<uint8_t> frame = {
+        'R', 'N', 'P', 'S', 1, 0, 0, 0, static_cast<uint8_t>(encoded.size()), 0, 0, 0, 0, 0, 0, 0};
+    frame.insert(frame.end(), encoded.begin(), encoded.end());
+    send_raw(theirs.get(), frame);
+    Header got;
+    expect_error([&] { connection.receive_header(&got, false, -1, nullptr, "a pull"); },
+                 ErrorCode::kProtocol, {"protocol v1, this is v2", "parameter server 3 (test)"});
   }
   {
     auto [ours, theirs] = pair();

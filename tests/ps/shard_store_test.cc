@@ -125,6 +125,31 @@ TEST(ShardStore, PullWaitsForTheStepAndTimesOutNamingMissingWorkers) {
   EXPECT_EQ(values[0][1], 1.0f - 2.0f);  // lr 1, momentum 0: w - mean
 }
 
+// The pull's limit is on silence: bytes arriving (note_activity) for longer than the timeout keep
+// it waiting, and meanwhile it calls `waiting` (the server sends WAITING notices from there).
+TEST(ShardStore, PullWaitsAsLongAsSomethingArrivesAndSaysSoMeanwhile) {
+  ShardStore store("server");
+  for (int rank = 0; rank < 2; ++rank) store.register_worker(job(rank, 2, false), "test");
+  initialize(store);
+  push(store, 0, 0, 0, {1, 2, 3});
+  push(store, 0, 1, 0, {1, 1});
+  std::thread slow([&] {  // worker 1's gradients trickle in for 3 x the timeout
+    for (int piece = 0; piece < 9; ++piece) {
+      std::this_thread::sleep_for(milliseconds(100));
+      store.note_activity();
+    }
+    push(store, 1, 0, 0, {1, 2, 3});
+    push(store, 1, 1, 0, {1, 1});
+  });
+  std::vector<const float*> values;
+  std::vector<std::vector<float>> scratch;
+  int notices = 0;
+  store.pull(0, milliseconds(300), &values, &scratch, [&] { ++notices; });
+  slow.join();
+  EXPECT_GE(notices, 3);  // every <= 100 ms (timeout / 3) over ~900 ms
+  EXPECT_EQ(values[0][1], 1.0f - 2.0f);
+}
+
 TEST(ShardStore, LostWorkerFailsWaitingPulls) {
   ShardStore store("server");
   store.register_worker(job(0, 2, false), "test");

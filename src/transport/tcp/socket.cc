@@ -217,13 +217,17 @@ IoStatus wait_ready(int fd, short events, Deadline deadline, int* error) {
 
 }  // namespace
 
-IoStatus send_all(int fd, const void* data, size_t bytes, Deadline deadline, int* error) {
-  const char* cursor = static_cast<const char*>(data);
+namespace {
+
+// send_all/recv_exact and their _idle forms: `idle` > 0 moves the deadline on after each progress.
+IoStatus send_loop(int fd, const char* cursor, size_t bytes, Deadline deadline,
+                   std::chrono::milliseconds idle, int* error) {
   while (bytes > 0) {
     const ssize_t sent = ::send(fd, cursor, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent > 0) {
       cursor += sent;
       bytes -= static_cast<size_t>(sent);
+      if (idle.count() > 0) deadline = Clock::now() + idle;
     } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       const IoStatus status = wait_ready(fd, POLLOUT, deadline, error);
       if (status != IoStatus::kOk) return status;
@@ -235,13 +239,14 @@ IoStatus send_all(int fd, const void* data, size_t bytes, Deadline deadline, int
   return IoStatus::kOk;
 }
 
-IoStatus recv_exact(int fd, void* data, size_t bytes, Deadline deadline, int* error) {
-  char* cursor = static_cast<char*>(data);
+IoStatus recv_loop(int fd, char* cursor, size_t bytes, Deadline deadline,
+                   std::chrono::milliseconds idle, int* error) {
   while (bytes > 0) {
     const ssize_t got = ::recv(fd, cursor, bytes, MSG_DONTWAIT);
     if (got > 0) {
       cursor += got;
       bytes -= static_cast<size_t>(got);
+      if (idle.count() > 0) deadline = Clock::now() + idle;
     } else if (got == 0) {
       *error = 0;
       return IoStatus::kClosed;
@@ -254,6 +259,28 @@ IoStatus recv_exact(int fd, void* data, size_t bytes, Deadline deadline, int* er
     }
   }
   return IoStatus::kOk;
+}
+
+}  // namespace
+
+IoStatus send_all(int fd, const void* data, size_t bytes, Deadline deadline, int* error) {
+  return send_loop(fd, static_cast<const char*>(data), bytes, deadline,
+                   std::chrono::milliseconds(0), error);
+}
+
+IoStatus recv_exact(int fd, void* data, size_t bytes, Deadline deadline, int* error) {
+  return recv_loop(fd, static_cast<char*>(data), bytes, deadline, std::chrono::milliseconds(0),
+                   error);
+}
+
+IoStatus send_all_idle(int fd, const void* data, size_t bytes, std::chrono::milliseconds idle,
+                       int* error) {
+  return send_loop(fd, static_cast<const char*>(data), bytes, Clock::now() + idle, idle, error);
+}
+
+IoStatus recv_exact_idle(int fd, void* data, size_t bytes, std::chrono::milliseconds idle,
+                         int* error) {
+  return recv_loop(fd, static_cast<char*>(data), bytes, Clock::now() + idle, idle, error);
 }
 
 bool send_immediately(int fd, const void* data, size_t bytes) {
