@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from report_lib import provenance_line, verdict_lines
+
 RUNS = ["unfused", "fused", "uncached", "overlapped"]
 TARGETS = {"speedup": 3.0, "step_over_ideal": 1.15, "negotiation_share": 0.02}
 
@@ -72,12 +74,7 @@ def table(best, meta):
                 meta.get("rate"), first["ranks"], first["transport"],
                 best.get("fused", first)["one_buffer_ms"]))
     lines = [head, ""] + rows + [""]
-    lines += ["| acceptance line | measured | target | met |", "|---|---:|---:|---|"]
-    for line, measured, target, ok in verdicts(best):
-        lines.append("| %s | %.3f | %s | %s |" % (line, measured, target, "yes" if ok else "NO"))
-    lines += ["", "command: `%s` (commit %s, load %s -> %s)" % (
-        meta.get("command"), meta.get("commit"), meta.get("loadavg_start"),
-        meta.get("loadavg_end"))]
+    lines += verdict_lines(verdicts(best)) + ["", provenance_line(meta)]
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from report_lib import provenance_line, verdict_lines
+
 SYSTEMS = ["allreduce", "ps1", "psk", "ps-colo"]
 
 
@@ -79,12 +81,7 @@ def table(runs, meta, target):
             run["samples_per_second"], "%.3f" % eff if eff is not None else "-",
             run.get("comm_share", 0), step_ms, "%.1f" % tta if tta is not None else "-",
             "%.4f" % acc if acc is not None else "-"))
-    lines += ["", "| acceptance line | measured | target | met |", "|---|---:|---:|---|"]
-    for line, measured, goal, ok in verdicts(runs):
-        lines.append("| %s | %.3f | %s | %s |" % (line, measured, goal, "yes" if ok else "NO"))
-    lines += ["", "command: `%s` (commit %s, load %s -> %s)" % (
-        meta.get("command"), meta.get("commit"), meta.get("loadavg_start"),
-        meta.get("loadavg_end"))]
+    lines += [""] + verdict_lines(verdicts(runs)) + ["", provenance_line(meta)]
     return "\n".join(lines) + "\n"
 
 
