@@ -53,18 +53,36 @@ void Connection::check_readable(const std::string& what) const {
   }
 }
 
-void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
-                      const std::string& what) {
-  if (!socket_.valid()) RINGD_THROW(kPeerLost, "the connection to " << peer_ << " is closed");
-  uint64_t payload = 0;
-  for (const PayloadPart& part : parts) payload += part.bytes;
-  header.set_payload_bytes(payload);
+namespace {
+
+// The frame prefix and the encoded header, with payload_bytes set.
+std::vector<uint8_t> encode_frame(ps::Header header, uint64_t payload_bytes) {
+  header.set_payload_bytes(payload_bytes);
   const std::string encoded = header.SerializeAsString();
   std::vector<uint8_t> message(kFramePrefixBytes + encoded.size());
   const uint32_t words[4] = {0, kFrameVersion, static_cast<uint32_t>(encoded.size()), 0};
   std::memcpy(message.data(), words, sizeof(words));
   std::memcpy(message.data(), kFrameMagic, 4);
   std::memcpy(message.data() + kFramePrefixBytes, encoded.data(), encoded.size());
+  return message;
+}
+
+}  // namespace
+
+bool Connection::send_if_room(const ps::Header& header) {
+  if (!socket_.valid()) return false;
+  const std::vector<uint8_t> message = encode_frame(header, 0);
+  const ssize_t sent =
+      ::send(socket_.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  return sent == static_cast<ssize_t>(message.size());
+}
+
+void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
+                      const std::string& what) {
+  if (!socket_.valid()) RINGD_THROW(kPeerLost, "the connection to " << peer_ << " is closed");
+  uint64_t payload = 0;
+  for (const PayloadPart& part : parts) payload += part.bytes;
+  const std::vector<uint8_t> message = encode_frame(std::move(header), payload);
   const tcp::Deadline deadline = tcp::Clock::now() + timeout_;
   int error = 0;
   tcp::IoStatus status =
@@ -80,10 +98,7 @@ void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
     const std::string reason = error_left_by_peer(&code);
     if (!reason.empty()) {
       socket_.reset();
-      throw RemoteError(code >= 0 && code <= static_cast<int>(ErrorCode::kInternal)
-                            ? static_cast<ErrorCode>(code)
-                            : ErrorCode::kProtocol,
-                        reason);
+      throw_remote_error(peer_, static_cast<uint32_t>(code), reason);
     }
   }
   if (status != tcp::IoStatus::kOk) fail(status, error, what);
@@ -231,6 +246,14 @@ ps::Header error_header(int code, const std::string& message) {
   header.set_error(message);
   header.set_error_code(static_cast<uint32_t>(code));
   return header;
+}
+
+void throw_remote_error(const std::string& peer, uint32_t code, const std::string& message) {
+  const ErrorCode error_code = code <= static_cast<uint32_t>(ErrorCode::kInternal)
+                                   ? static_cast<ErrorCode>(code)
+                                   : ErrorCode::kProtocol;
+  throw RemoteError(error_code,
+                    message.find(peer) == std::string::npos ? peer + ": " + message : message);
 }
 
 }  // namespace ringd::ps

@@ -51,6 +51,10 @@ class Connection {
   // kTimeout naming the peer and `what` ("push of fc1/weight step 3").
   void send(ps::Header header, const std::vector<PayloadPart>& parts, const std::string& what);
 
+  // One header-only frame (an ERROR on the way out), only if the socket takes all of it at once:
+  // never blocks. Returns whether it went.
+  bool send_if_room(const ps::Header& header);
+
   // Waits for the next frame's header. Returns false when `stop_fd` (an eventfd, -1 = none) became
   // readable first, or when the peer closed the connection cleanly between frames and
   // `closed_ok` is set (*closed then says so). `wait_forever`: no deadline for the first byte.
@@ -91,5 +95,11 @@ class RemoteError : public Error {
 // The ERROR header a server sends before closing a connection (and that workers turn into a
 // ringd::Error of `code`).
 ps::Header error_header(int code, const std::string& message);
+
+// What `peer` said in an ERROR frame as an exception: its code (kProtocol when unknown) and its
+// words, after the peer's name unless they already contain it (a server names itself by address,
+// the worker by its index in the job).
+[[noreturn]] void throw_remote_error(const std::string& peer, uint32_t code,
+                                     const std::string& message);
 
 }  // namespace ringd::ps

@@ -33,7 +33,28 @@ PsSync::~PsSync() {
     } catch (const Error&) {  // already reported to the trainer, or nothing left to say
     }
   }
+  if (!clean) {
+    const std::string who = "worker " + std::to_string(options_.rank);
+    const std::string why = failure_.empty()
+                                ? who +
+                                      " stopped in the middle of the job (an error outside "
+                                      "parameter-server mode; its log says which)"
+                                : who + " gave up: " + failure_;
+    for (auto& link : links_) link->give_up(why);
+  }
   links_.clear();
+}
+
+void PsSync::note_failure() {
+  if (failed_) return;
+  failed_ = true;
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    failure_ = error.what();
+  } catch (...) {
+    failure_ = "an unknown error";
+  }
 }
 
 void PsSync::initialize(const std::vector<model::ParameterView>& params) {
@@ -68,7 +89,7 @@ void PsSync::initialize(const std::vector<model::ParameterView>& params) {
     }
     pull_all(-1);
   } catch (...) {
-    failed_ = true;
+    note_failure();
     throw;
   }
 }
@@ -80,7 +101,7 @@ void PsSync::gradient_ready(size_t index, const model::StepInfo& step) {
   try {
     links_[static_cast<size_t>(server_of_[index])]->push(index, step.step, step.learning_rate);
   } catch (...) {
-    failed_ = true;
+    note_failure();
     throw;
   }
 }
@@ -90,7 +111,7 @@ void PsSync::finish_step(const model::StepInfo& step) {
   try {
     pull_all(step.step);
   } catch (...) {
-    failed_ = true;
+    note_failure();
     blocked_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     throw;

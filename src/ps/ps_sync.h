@@ -41,8 +41,9 @@ class ServerLink;
 class PsSync : public model::ParameterSync {
  public:
   explicit PsSync(PsSyncOptions options);
-  // Says BYE to every server unless a step failed or an exception is unwinding (then the servers
-  // see the connection drop and fail the job naming this worker).
+  // Says BYE to every server unless a step failed or an exception is unwinding; then it tells
+  // each server why this worker stops (the error of the failed step, when it was one of ours), and
+  // the servers fail the step for the other workers with that cause.
   ~PsSync() override;
 
   void initialize(const std::vector<model::ParameterView>& params) override;
@@ -55,6 +56,8 @@ class PsSync : public model::ParameterSync {
 
  private:
   void pull_all(int64_t after_step);  // on every link; rethrows the first error
+  // In a catch block: the step failed; keeps the error's text for the servers.
+  void note_failure();
 
   PsSyncOptions options_;
   std::vector<model::ParameterView> params_;
@@ -62,6 +65,7 @@ class PsSync : public model::ParameterSync {
   std::vector<std::unique_ptr<ServerLink>> links_;
   double blocked_seconds_ = 0;
   bool failed_ = false;
+  std::string failure_;  // what made a step fail, "" while none did
 };
 
 }  // namespace ringd::ps

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -39,11 +41,15 @@ struct ParameterServer::Impl {
   std::mutex mutex;
   bool stopping = false;             // guarded by mutex
   std::map<uint64_t, int> live;      // connection id -> socket, guarded by mutex
+  std::condition_variable finished;  // a connection left `live`
   std::vector<std::thread> threads;  // guarded by mutex
   uint64_t next_id = 0;              // guarded by mutex
 };
 
 namespace {
+
+// How long the destructor lets connection threads finish (send their last reply) on their own.
+constexpr std::chrono::milliseconds kShutdownGrace{1000};
 
 std::string tensor_what(const char* kind, const ShardStore& store, const Header& header) {
   const std::string tensor =
@@ -163,6 +169,14 @@ void ParameterServer::Impl::serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t
                            << "saying BYE";
           store.worker_lost(rank, connection.peer() + " closed its connection (died?)");
         }
+        // Stopping: when the job failed, this worker hears why (an ERROR) before the close.
+        if (!closed && rank >= 0) store.check();
+        break;
+      }
+      if (header.type() == ERROR && rank >= 0) {  // the worker stops, and says why
+        RINGD_LOG(kWarn) << name << ": " << connection.peer() << " stops: " << header.error();
+        store.worker_lost(rank,
+                          header.error().empty() ? connection.peer() + " gave up" : header.error());
         break;
       }
       if (header.type() == BYE) {
@@ -197,6 +211,7 @@ void ParameterServer::Impl::serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t
   std::lock_guard<std::mutex> lock(mutex);
   live.erase(id);
   connection.close();
+  finished.notify_all();
 }
 
 ParameterServer::ParameterServer(const ServerOptions& options) {
@@ -241,17 +256,25 @@ ParameterServer::ParameterServer(const ServerOptions& options) {
 ParameterServer::~ParameterServer() {
   impl_->loop->stop();
   impl_->acceptor->close();
-  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->stopping = true;
-    // Wakes threads blocked in poll() on a socket (and, through the eventfd, any about to).
-    for (const auto& [id, fd] : impl_->live) ::shutdown(fd, SHUT_RDWR);
-    threads.swap(impl_->threads);
   }
+  // First the polite way: the eventfd wakes threads waiting for a worker's next request, and a
+  // failed store wakes pulls, which then send their ERROR reply (after a lost worker, the reason
+  // the other workers get). Only a thread still inside a transfer after the grace period has its
+  // socket shut down under it: shutting every socket at once would cut those replies off, and the
+  // other workers would see a bare "connection closed" instead of why.
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t written = ::write(impl_->stop_event.get(), &one, sizeof(one));
   impl_->store.fail("the server is shutting down");
+  std::vector<std::thread> threads;
+  {
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->finished.wait_for(lock, kShutdownGrace, [this] { return impl_->live.empty(); });
+    for (const auto& [id, fd] : impl_->live) ::shutdown(fd, SHUT_RDWR);
+    threads.swap(impl_->threads);
+  }
   for (std::thread& thread : threads) thread.join();
 }
 

@@ -63,14 +63,10 @@ ServerLink::~ServerLink() {
 }
 
 void ServerLink::throw_server_error(const Header& header, const std::string& what) {
-  const uint32_t code = header.error_code();
-  const ErrorCode error_code = code <= static_cast<uint32_t>(ErrorCode::kInternal)
-                                   ? static_cast<ErrorCode>(code)
-                                   : ErrorCode::kProtocol;
   connection_->close();
-  throw RemoteError(error_code, header.error().empty()
-                                    ? name_ + " refused " + what + " without a reason"
-                                    : header.error());
+  throw_remote_error(
+      name_, header.error_code(),
+      header.error().empty() ? "refused " + what + " without a reason" : header.error());
 }
 
 void ServerLink::send_initial_values() {
@@ -118,6 +114,15 @@ void ServerLink::say_bye() {
   } catch (const Error& error) {
     RINGD_LOG(kWarn) << "could not say goodbye to " << name_ << ": " << error.what();
   }
+}
+
+void ServerLink::give_up(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = true;
+  queue_.clear();
+  changed_.notify_all();
+  if (busy_ || error_ || !connection_->open()) return;
+  connection_->send_if_room(error_header(static_cast<int>(ErrorCode::kPeerLost), why));
 }
 
 void ServerLink::run() {

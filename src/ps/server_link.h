@@ -38,6 +38,11 @@ class ServerLink {
   void wait_idle();
   // Clean goodbye (after wait_idle): the server counts this worker as finished.
   void say_bye();
+  // This worker stops because of `why`: unless the link is in the middle of a request (or already
+  // failed), an ERROR frame tells the server, which fails the step for the other workers with
+  // this root cause instead of a bare "worker N closed its connection". Never blocks; drops what
+  // is still queued.
+  void give_up(const std::string& why);
 
  private:
   struct Request {

@@ -157,6 +157,11 @@ void ShardStore::fail(const std::string& why) {
   changed_.notify_all();
 }
 
+void ShardStore::check() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_) throw_failure();
+}
+
 void ShardStore::throw_failure() const {
   throw Error(static_cast<ErrorCode>(failure_code_), failure_);
 }

@@ -51,6 +51,8 @@ class ShardStore {
   void worker_lost(int rank, const std::string& why);
   // Ends every wait with `why` (server shutting down).
   void fail(const std::string& why);
+  // Throws the job's failure, if it failed.
+  void check() const;
 
   // What the job says (valid after the first registration).
   bool asynchronous() const;

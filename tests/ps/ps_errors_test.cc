@@ -111,9 +111,34 @@ TEST(PsErrors, DeadWorkerIsNamedToTheOthers) {
   testing::train(sync0, model0, 0, 0, 1);
   worker1.join();
   const auto start = std::chrono::steady_clock::now();
+  // Worker 1 said why before closing (an ERROR frame): it was not a parameter-server failure.
   expect_error([&] { testing::train(sync0, model0, 0, 1, 1); }, ErrorCode::kPeerLost,
-               {"worker 1", "was lost"});
+               {"worker 1", "was lost", "stopped in the middle of the job"});
   EXPECT_LT(seconds_since(start), 10);  // at once, not after the 20 s timeout
+}
+
+// A worker whose step failed tells the servers it can still reach what failed, so that the other
+// workers (whose own links may all be fine) report the root cause — here, a second server that
+// cannot be reached — rather than only "worker 0 was lost".
+TEST(PsErrors, WorkerThatGivesUpTellsTheServersWhy) {
+  Servers live(1, "s");
+  std::string dead;
+  {
+    Servers gone(1, "s");  // a port that was just free and is closed again
+    dead = gone.addresses[0];
+  }
+  Servers both(0, "s");
+  both.addresses = {live.addresses[0], dead};
+  PsSyncOptions options = testing::worker_options(both, 0, 1, ShardPolicy::kRoundRobin, false, "s");
+  options.timeout = milliseconds(1000);
+  {
+    ToyModel model(kCounts, 0);
+    PsSync sync(options);
+    expect_error([&] { sync.initialize(model.views); }, ErrorCode::kTimeout,
+                 {"parameter server 1 (" + dead + ")"});
+  }  // registered with server 0, then gave up
+  expect_error([&] { live.servers[0]->wait_until_done(milliseconds(10000)); }, ErrorCode::kPeerLost,
+               {"worker 0 was lost", "worker 0 gave up", "parameter server 1 (" + dead + ")"});
 }
 
 TEST(PsErrors, StuckWorkerTimesOutNamingTheMissingWorker) {
