@@ -78,6 +78,9 @@ class Context {
   // 64-byte aligned.
   void* scratch(size_t bytes);
 
+  // State the collectives keep per context (the allreduce tuner's measurements); theirs to create.
+  std::shared_ptr<void>& collective_state() { return collective_state_; }
+
  private:
   int rank_;
   int size_;
@@ -89,6 +92,7 @@ class Context {
   std::string abort_reason_;
   std::unique_ptr<unsigned char, void (*)(void*)> scratch_{nullptr, nullptr};
   size_t scratch_bytes_ = 0;
+  std::shared_ptr<void> collective_state_;
 };
 
 // Message tags: the collective's operation id in the high 40 bits, a per-operation message index in

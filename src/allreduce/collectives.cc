@@ -2,10 +2,13 @@
 // (which collective, sizes, algorithm, rank) in front of any error that escapes.
 #include "ringd/collectives.h"
 
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 
+#include "allreduce/allreduce_tuner.h"
 #include "allreduce/broadcast_chain.h"
 #include "allreduce/halving_doubling.h"
 #include "allreduce/recursive_doubling.h"
@@ -47,6 +50,12 @@ void copy_if_distinct(void* out, const void* in, size_t bytes) {
   if (out != in && bytes > 0) std::memcpy(out, in, bytes);
 }
 
+algo::AllreduceTuner& tuner_of(Context& ctx) {
+  std::shared_ptr<void>& state = ctx.collective_state();
+  if (!state) state = std::make_shared<algo::AllreduceTuner>();
+  return *static_cast<algo::AllreduceTuner*>(state.get());
+}
+
 }  // namespace
 
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
@@ -79,6 +88,11 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
   const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
   const size_t bytes = count * dtype_size(dtype);
   AllreduceAlgorithm algorithm = options.algorithm;
+  algo::AllreduceTuner::Pick tuned;
+  if (algorithm == AllreduceAlgorithm::kAuto && count >= static_cast<size_t>(ctx.size())) {
+    tuned = tuner_of(ctx).pick(bytes, ctx.size(), operation.opts);
+    algorithm = tuned.algorithm;
+  }
   if (algorithm == AllreduceAlgorithm::kAuto) {
     if (bytes <= operation.opts.small_allreduce_bytes) {
       algorithm = AllreduceAlgorithm::kRecursiveDoubling;
@@ -102,14 +116,19 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
   with_context(
       ctx,
       [&] {
-        if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
+        if (algorithm == AllreduceAlgorithm::kRecursiveDoubling ||
+            algorithm == AllreduceAlgorithm::kHalvingDoubling) {
+          const auto start = std::chrono::steady_clock::now();
           copy_if_distinct(out, in, bytes);
-          algo::recursive_doubling_allreduce(operation, out, count, dtype, op);
-          return;
-        }
-        if (algorithm == AllreduceAlgorithm::kHalvingDoubling) {
-          copy_if_distinct(out, in, bytes);
-          algo::halving_doubling_allreduce(operation, out, count, dtype, op);
+          if (algorithm == AllreduceAlgorithm::kRecursiveDoubling) {
+            algo::recursive_doubling_allreduce(operation, out, count, dtype, op);
+          } else {
+            algo::halving_doubling_allreduce(operation, out, count, dtype, op);
+          }
+          if (tuned.size_class >= 0) {
+            const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+            tuner_of(ctx).record(tuned, took.count(), ctx, operation.opts);
+          }
           return;
         }
         const Chunks chunks(count, ctx.size());

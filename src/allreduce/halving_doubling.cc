@@ -37,9 +37,11 @@ void halving_doubling_allreduce(const Operation& op, void* out, size_t count, Da
   char* incoming = static_cast<char*>(ctx.scratch(span_bytes(0, p / 2 > 0 ? p / 2 : 1)));
 
   // Recursive halving: [first, end) is the range of chunks this rank is still responsible for.
+  // The nearest partner comes first, as in recursive doubling, so that every element is summed in
+  // the same order as there and the two algorithms give the same bits (halving_doubling.h).
   int first = 0, end = p;
   uint64_t step = 0;
-  for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
+  for (int mask = 1; mask < p; mask *= 2, ++step) {
     Pair& pair = ctx.pair(real_rank(virtual_rank ^ mask));
     const int middle = first + (end - first) / 2;
     const bool keep_lower = (virtual_rank & mask) == 0;
@@ -59,9 +61,10 @@ void halving_doubling_allreduce(const Operation& op, void* out, size_t count, Da
     scale_in_place(at(first), span_bytes(first, end) / elem, dtype, 1.0 / n);
   }
 
-  // Recursive doubling of the owned range until every rank holds all chunks.
+  // Recursive doubling of the owned range until every rank holds all chunks: the halving steps
+  // undone in reverse order.
   step = 0;
-  for (int mask = 1; mask < p; mask *= 2, ++step) {
+  for (int mask = p / 2; mask >= 1; mask /= 2, ++step) {
     Pair& pair = ctx.pair(real_rank(virtual_rank ^ mask));
     const int width = end - first;
     const bool mine_lower = (virtual_rank & mask) == 0;

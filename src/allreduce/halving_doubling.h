@@ -7,16 +7,18 @@
 // result). The p remaining ranks (virtual ranks v) split the buffer into p chunks:
 //
 //   p = 4, chunks [0 1 2 3]
-//   halving, mask 2:  v0<->v2, v1<->v3   v0,v1 keep [0 1] and send [2 3]; v2,v3 the opposite
-//   halving, mask 1:  v0<->v1, v2<->v3   v0 keeps [0], v1 [1], v2 [2], v3 [3]
+//   halving, mask 1:  v0<->v1, v2<->v3   v0,v2 keep [0 1] and send [2 3]; v1,v3 the opposite
+//   halving, mask 2:  v0<->v2, v1<->v3   v0 keeps [0], v2 [1], v1 [2], v3 [3]
 //                     (each step: receive the partner's copy of what we keep, reduce into ours)
-//   -> virtual rank v holds chunk v fully reduced (and scaled, for avg)
-//   doubling, mask 1: v0<->v1, v2<->v3   swap chunks: v0,v1 hold [0 1]; v2,v3 hold [2 3]
-//   doubling, mask 2: v0<->v2, v1<->v3   everyone holds [0 1 2 3]
+//   -> each virtual rank holds one chunk fully reduced (and scaled, for avg)
+//   doubling, mask 2: v0<->v2, v1<->v3   swap chunks: v0,v2 hold [0 1]; v1,v3 hold [2 3]
+//   doubling, mask 1: v0<->v1, v2<->v3   everyone holds [0 1 2 3]
 //
 // Every chunk is reduced on exactly one rank and then copied, so all ranks end with identical
-// bits. A step's receive is posted before its send; the partner sends the other half at the same
-// time (full duplex).
+// bits. Partners come in recursive doubling's order (nearest first), so each element is the same
+// sum, ((x0 + x1) + (x2 + x3)) for p = 4, as there: the two algorithms give the same bits, and
+// choosing between them by speed (allreduce_tuner.h) cannot change a result. A step's receive is
+// posted before its send; the partner sends the other half at the same time (full duplex).
 #pragma once
 
 #include "allreduce/plan.h"

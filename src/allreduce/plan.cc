@@ -16,6 +16,10 @@ Resolved resolve(const Context& ctx, const CollectiveOptions& options) {
   r.ring_allreduce_bytes = options.ring_threshold_set || options.ring_allreduce_bytes
                                ? options.ring_allreduce_bytes
                                : t.ring_allreduce_bytes;
+  // A threshold the caller chose is kept as it is.
+  r.tune_allreduce = t.tune_allreduce && !options.small_threshold_set &&
+                     options.small_allreduce_bytes == 0 &&
+                     options.algorithm == AllreduceAlgorithm::kAuto;
   r.timeout = options.timeout.count() ? options.timeout : ctx.timeout();
   return r;
 }

@@ -18,6 +18,7 @@ struct Resolved {
   size_t segments_in_flight;
   size_t small_allreduce_bytes;
   size_t ring_allreduce_bytes;
+  bool tune_allreduce;  // kAuto measures rd against hd per size class (allreduce_tuner.h)
   std::chrono::milliseconds timeout;
 };
 Resolved resolve(const Context& ctx, const CollectiveOptions& options);

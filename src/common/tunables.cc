@@ -102,6 +102,11 @@ Tunables load() {
   if (const char* v = env("RINGD_SMALL_ALLREDUCE_BYTES")) {
     t.small_allreduce_bytes = parse_bytes("RINGD_SMALL_ALLREDUCE_BYTES", v);
   }
+  if (const char* v = env("RINGD_TUNE_ALLREDUCE")) {
+    t.tune_allreduce = parse_small_int("RINGD_TUNE_ALLREDUCE", v, 0, 1) == 1;
+  } else if (env("RINGD_SMALL_ALLREDUCE_BYTES")) {
+    t.tune_allreduce = false;  // a threshold the user chose is kept as it is
+  }
   if (const char* v = env("RINGD_RING_ALLREDUCE_BYTES")) {
     t.ring_allreduce_bytes = parse_bytes("RINGD_RING_ALLREDUCE_BYTES", v);
   }
@@ -166,7 +171,15 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SEGMENT_BYTES", "1M", "ring pipeline segment size (bytes; K/M/G suffixes)"},
       {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
       {"RINGD_SMALL_ALLREDUCE_BYTES", "32K",
-       "allreduce payloads up to this size use recursive doubling (latency-optimal)"},
+       "allreduce payloads up to this size use recursive doubling (latency-optimal), above it "
+       "halving-doubling; with RINGD_TUNE_ALLREDUCE=1 (the default unless this is set), only "
+       "outside the measured range around it"},
+      {"RINGD_TUNE_ALLREDUCE", "1",
+       "1: allreduce measures recursive doubling against halving-doubling on the job's links, "
+       "per power-of-two size class from RINGD_SMALL_ALLREDUCE_BYTES / 16 to x 16 (first 10 calls "
+       "of a class, then one small allreduce to agree), instead of the fixed threshold; 0 = fixed. "
+       "Off by default when RINGD_SMALL_ALLREDUCE_BYTES is set. Results are the same bits either "
+       "way"},
       {"RINGD_RING_ALLREDUCE_BYTES", "2M",
        "allreduce payloads above this size use the pipelined ring; between the two, halving-"
        "doubling (Rabenseifner)"},

@@ -16,8 +16,11 @@ struct Tunables {
   size_t segments_in_flight = 4;             // RINGD_SEGMENTS_IN_FLIGHT
   size_t small_allreduce_bytes = 32 << 10;   // RINGD_SMALL_ALLREDUCE_BYTES
   size_t ring_allreduce_bytes = 2 << 20;     // RINGD_RING_ALLREDUCE_BYTES
-  size_t hierarchy_chunk_bytes = 4 << 20;    // RINGD_HIERARCHY_CHUNK_BYTES (0 = no pipeline)
-  size_t socket_buffer_bytes = 0;            // RINGD_SOCKET_BUFFER_BYTES (0 = kernel autotuning)
+  // RINGD_TUNE_ALLREDUCE: measure rd against hd per size class (off when
+  // RINGD_SMALL_ALLREDUCE_BYTES fixes the threshold and this is unset)
+  bool tune_allreduce = true;
+  size_t hierarchy_chunk_bytes = 4 << 20;  // RINGD_HIERARCHY_CHUNK_BYTES (0 = no pipeline)
+  size_t socket_buffer_bytes = 0;          // RINGD_SOCKET_BUFFER_BYTES (0 = kernel autotuning)
   int spin_us = 0;  // RINGD_SPIN_US: tcp small receives poll (yielding) this long before sleeping
   std::string interface;   // RINGD_IFACE: network interface for tcp (e.g. eth0)
   std::string job_secret;  // RINGD_JOB_SECRET or contents of RINGD_JOB_SECRET_FILE

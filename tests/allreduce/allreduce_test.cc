@@ -122,6 +122,56 @@ INSTANTIATE_TEST_SUITE_P(All, AllreduceTypes,
                                             ::testing::ValuesIn(kAllReduceOps)),
                          type_name);
 
+// ---- recursive doubling and halving-doubling: the same bits --------------------------------
+
+// Rounding shows the order of a floating-point sum: with values of mixed magnitude, two orders
+// almost never agree in every element. The tuner (allreduce_tuner.h) picks between these two
+// algorithms by measured speed, which must never change a result.
+TEST(AllreduceOrder, RecursiveDoublingAndHalvingDoublingGiveTheSameBits) {
+  const std::vector<size_t> counts = {1, 2, 3, 7, 64, 1021, 4099};
+  for (int size = 2; size <= 12; ++size) {
+    for (const auto& [dtype, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum},
+                                    std::pair{DataType::kFloat32, ReduceOp::kAvg},
+                                    std::pair{DataType::kFloat64, ReduceOp::kSum},
+                                    std::pair{DataType::kFloat16, ReduceOp::kSum}}) {
+      std::deque<testing::RankOutputs> results;
+      for (size_t k = 0; k < 2 * counts.size(); ++k) results.emplace_back(size);
+      testing::run_ranks(Transport::kInproc, size, [&](Context& ctx) {
+        for (size_t c = 0; c < counts.size(); ++c) {
+          const size_t count = counts[c];
+          std::vector<double> values(count);
+          for (size_t i = 0; i < count; ++i) {  // deterministic, mixed magnitudes and signs
+            const uint64_t h =
+                (i * 2654435761u + static_cast<uint64_t>(ctx.rank()) * 40503u) % 1000003u;
+            values[i] = (static_cast<double>(h) / 1000003.0 - 0.3) * (h % 3 == 0   ? 1000.0
+                                                                      : h % 3 == 1 ? 1.0
+                                                                                   : 0.001);
+          }
+          std::vector<unsigned char> input(count * dtype_size(dtype));
+          for (size_t i = 0; i < count; ++i)
+            testing::store_value(input.data(), i, dtype, values[i]);
+          int k = 0;
+          for (auto algorithm :
+               {AllreduceAlgorithm::kRecursiveDoubling, AllreduceAlgorithm::kHalvingDoubling}) {
+            CollectiveOptions options;
+            options.algorithm = algorithm;
+            std::vector<unsigned char> out(input.size());
+            allreduce(ctx, input.data(), out.data(), count, dtype, op, options);
+            results[2 * c + k++].put(ctx.rank(), out.data(), out.size());
+          }
+        }
+      });
+      for (size_t c = 0; c < counts.size(); ++c) {
+        EXPECT_EQ(results[2 * c].differences(), "");
+        EXPECT_EQ(results[2 * c + 1].differences(), "");
+        EXPECT_EQ(results[2 * c].bytes(0), results[2 * c + 1].bytes(0))
+            << size << " ranks, " << counts[c] << " x " << dtype_name(dtype) << " "
+            << reduce_op_name(op) << ": recursive doubling and halving-doubling differ";
+      }
+    }
+  }
+}
+
 // ---- large buffers ---------------------------------------------------------------------------
 
 class AllreduceLarge : public ::testing::TestWithParam<std::tuple<Transport, int>> {};

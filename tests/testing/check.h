@@ -41,6 +41,7 @@ class RankOutputs {
     const auto* p = static_cast<const unsigned char*>(data);
     outputs_[rank].assign(p, p + bytes);
   }
+  const std::vector<unsigned char>& bytes(int rank) const { return outputs_[rank]; }
   // "" when every rank's bytes equal rank 0's.
   std::string differences() const {
     for (size_t r = 1; r < outputs_.size(); ++r) {
