@@ -129,9 +129,9 @@ mpirun_flags=("${mpirun_common[@]}" --hostfile "$hostfile" -np "$nodes" --map-by
 
 # Sizes in bands, so that small sizes get many iterations and 64M a few (a full 4-node run stays
 # within a few minutes at 1gbit): -b -e iters warmup. Up to 512K the warm-up covers ringd's tuning
-# calls (10 per size, src/allreduce/allreduce_tuner.h), so the timed iterations are the steady state.
-bands=("4K 64K $((iters * 5)) $((iters / 2 + 12))"
-  "256K 1M $iters $((iters / 4 + 12))"
+# calls (50 per size, src/allreduce/allreduce_tuner.h), so the timed iterations are the steady state.
+bands=("4K 64K $((iters * 5)) $((iters / 2 + 52))"
+  "256K 1M $iters $((iters / 4 + 52))"
   "4M 16M $(((iters + 1) / 2)) 2"
   "64M 64M $(( iters / 5 > 3 ? iters / 5 : 3 )) 1")
 

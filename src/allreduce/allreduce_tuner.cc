@@ -8,9 +8,18 @@
 namespace ringd::algo {
 namespace {
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+// Median of the last `window` values.
+double recent_median(const std::vector<double>& values, size_t window) {
+  std::vector<double> recent(
+      values.end() - static_cast<std::ptrdiff_t>(std::min(window, values.size())), values.end());
+  std::sort(recent.begin(), recent.end());
+  return recent[recent.size() / 2];
+}
+
+AllreduceAlgorithm other(AllreduceAlgorithm algorithm) {
+  return algorithm == AllreduceAlgorithm::kRecursiveDoubling
+             ? AllreduceAlgorithm::kHalvingDoubling
+             : AllreduceAlgorithm::kRecursiveDoubling;
 }
 
 }  // namespace
@@ -27,30 +36,36 @@ AllreduceTuner::Pick AllreduceTuner::pick(size_t bytes, int ranks, const Resolve
   const size_t high = std::min(opts.small_allreduce_bytes * 16, opts.ring_allreduce_bytes);
   if (bytes <= low || bytes > high) return {};
   const int size_class = class_of(bytes);
-  const Class& c = classes_[size_class];
+  Class& c = classes_[size_class];
   if (c.chosen != AllreduceAlgorithm::kAuto) return {c.chosen, -1};
-  return {c.rd.size() <= c.hd.size() ? AllreduceAlgorithm::kRecursiveDoubling
-                                     : AllreduceAlgorithm::kHalvingDoubling,
-          size_class};
+  if (c.fixed_algorithm == AllreduceAlgorithm::kAuto) {
+    c.fixed_algorithm = bytes <= opts.small_allreduce_bytes ? AllreduceAlgorithm::kRecursiveDoubling
+                                                            : AllreduceAlgorithm::kHalvingDoubling;
+  }
+  return {c.calls < kFixedCalls ? c.fixed_algorithm : other(c.fixed_algorithm), size_class};
 }
 
 void AllreduceTuner::record(const Pick& pick, double seconds, Context& ctx, const Resolved& opts) {
   Class& c = classes_[pick.size_class];
   if (c.chosen != AllreduceAlgorithm::kAuto) return;
-  (pick.algorithm == AllreduceAlgorithm::kRecursiveDoubling ? c.rd : c.hd).push_back(seconds);
-  if (c.rd.size() < kSamples || c.hd.size() < kSamples) return;
-  // Sums over ranks of each rank's medians: the same two numbers on every rank, so the same
-  // choice (recursive doubling gives every rank the same bits).
-  double sums[2] = {median(c.rd), median(c.hd)};
+  (c.calls < kFixedCalls ? c.fixed : c.trial).push_back(seconds);
+  if (++c.calls < kFixedCalls + kTrialCalls) return;
+  // Sums over ranks of each rank's steady-state medians: the same two numbers on every rank, so
+  // the same choice (recursive doubling gives every rank the same bits).
+  double sums[2] = {recent_median(c.fixed, kWindow), recent_median(c.trial, kWindow)};
   const Operation agreement{ctx, ctx.next_operation_id(), opts};
   recursive_doubling_allreduce(agreement, sums, 2, DataType::kFloat64, ReduceOp::kSum);
-  c.chosen = sums[1] < sums[0] ? AllreduceAlgorithm::kHalvingDoubling
-                               : AllreduceAlgorithm::kRecursiveDoubling;
+  c.chosen = sums[1] < sums[0] ? other(c.fixed_algorithm) : c.fixed_algorithm;
   RINGD_LOG(kDebug) << "rank " << ctx.rank() << ": allreduce of ("
                     << (size_t{1} << pick.size_class) / 2 << ", " << (size_t{1} << pick.size_class)
-                    << "] bytes: recursive doubling " << sums[0] * 1e6 / ctx.size()
-                    << " us, halving-doubling " << sums[1] * 1e6 / ctx.size()
-                    << " us (median, mean over ranks) -> " << allreduce_algorithm_name(c.chosen);
+                    << "] bytes: " << allreduce_algorithm_name(c.fixed_algorithm) << " "
+                    << sums[0] * 1e6 / ctx.size() << " us, "
+                    << allreduce_algorithm_name(other(c.fixed_algorithm)) << " "
+                    << sums[1] * 1e6 / ctx.size()
+                    << " us (steady-state median, mean over ranks) -> "
+                    << allreduce_algorithm_name(c.chosen);
+  c.fixed.clear();
+  c.trial.clear();
 }
 
 AllreduceAlgorithm AllreduceTuner::chosen(int size_class) const {

@@ -176,8 +176,9 @@ const std::vector<TunableInfo>& tunable_table() {
        "outside the measured range around it"},
       {"RINGD_TUNE_ALLREDUCE", "1",
        "1: allreduce measures recursive doubling against halving-doubling on the job's links, "
-       "per power-of-two size class from RINGD_SMALL_ALLREDUCE_BYTES / 16 to x 16 (first 10 calls "
-       "of a class, then one small allreduce to agree), instead of the fixed threshold; 0 = fixed. "
+       "per power-of-two size class from RINGD_SMALL_ALLREDUCE_BYTES / 16 to x 16 (its first 50 "
+       "calls: 30 with the fixed rule's algorithm, 20 with the other, then one small allreduce to "
+       "agree), instead of the fixed threshold; 0 = fixed. "
        "Off by default when RINGD_SMALL_ALLREDUCE_BYTES is set. Results are the same bits either "
        "way"},
       {"RINGD_RING_ALLREDUCE_BYTES", "2M",
