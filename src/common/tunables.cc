@@ -189,7 +189,7 @@ const std::vector<TunableInfo>& tunable_table() {
        "local steps of one chunk overlapping the step across nodes of the next; 0 = no pipeline"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
-      {"RINGD_SPIN_US", "0",
+      {"RINGD_SPIN_US", "200",
        "tcp: before sleeping on a small (<= 64 KiB) receive, poll the socket without blocking, "
        "yielding the CPU between polls, for up to this many microseconds (0..10000; 0 = sleep at "
        "once)"},

@@ -14,11 +14,12 @@
 //     that waiter is done unless a large receive is queued, so data arriving before the next
 //     receive is posted does not wake the I/O thread either;
 //   * the thread waiting for a small receive at the head of the queue reads the socket itself,
-//     sleeping in poll() on it (never spinning) instead of the I/O thread waking up to read and
-//     then waking it. on_io leaves reading to such a waiter. Read interest comes back on when
-//     that wait ends, when a large receive is posted, and before any thread of the context
-//     sleeps on anything else (IoLoop::restore_deferred_reads), so a blocked thread never
-//     leaves a socket unread. Per exchange of a small message that is one wake-up, not three.
+//     in poll() on it (after up to RINGD_SPIN_US of non-blocking looks, yielding the core in
+//     between) instead of the I/O thread waking up to read and then waking it. on_io leaves
+//     reading to such a waiter. Read interest comes back on when that wait ends, when a large
+//     receive is posted, and before any thread of the context sleeps on anything else
+//     (IoLoop::restore_deferred_reads), so a blocked thread never leaves a socket unread. Per
+//     exchange of a small message that is one wake-up, not three.
 // The state machine is the same for every thread:
 //   * sends: sendmsg() of header + payload straight from the caller's buffer (several queued
 //     messages per call, up to kMaxSendIovecs pieces), resumed after partial writes;
