@@ -72,9 +72,7 @@ std::vector<uint8_t> encode_frame(ps::Header header, uint64_t payload_bytes) {
 bool Connection::send_if_room(const ps::Header& header) {
   if (!socket_.valid()) return false;
   const std::vector<uint8_t> message = encode_frame(header, 0);
-  const ssize_t sent =
-      ::send(socket_.get(), message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  return sent == static_cast<ssize_t>(message.size());
+  return tcp::send_immediately(socket_.get(), message.data(), message.size());
 }
 
 void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
