@@ -38,10 +38,9 @@ AllreduceTuner::Pick AllreduceTuner::pick(size_t bytes, int ranks, const Resolve
   const int size_class = class_of(bytes);
   Class& c = classes_[size_class];
   if (c.chosen != AllreduceAlgorithm::kAuto) return {c.chosen, -1};
-  if (c.fixed_algorithm == AllreduceAlgorithm::kAuto) {
-    c.fixed_algorithm = bytes <= opts.small_allreduce_bytes ? AllreduceAlgorithm::kRecursiveDoubling
-                                                            : AllreduceAlgorithm::kHalvingDoubling;
-  }
+  // Within the tuned range (<= the ring's threshold) the fixed rule says rd or hd.
+  if (c.fixed_algorithm == AllreduceAlgorithm::kAuto)
+    c.fixed_algorithm = allreduce_by_size(bytes, opts);
   return {c.calls < kFixedCalls ? c.fixed_algorithm : other(c.fixed_algorithm), size_class};
 }
 

@@ -93,15 +93,8 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
     tuned = tuner_of(ctx).pick(bytes, ctx.size(), operation.opts);
     algorithm = tuned.algorithm;
   }
-  if (algorithm == AllreduceAlgorithm::kAuto) {
-    if (bytes <= operation.opts.small_allreduce_bytes) {
-      algorithm = AllreduceAlgorithm::kRecursiveDoubling;
-    } else if (bytes <= operation.opts.ring_allreduce_bytes) {
-      algorithm = AllreduceAlgorithm::kHalvingDoubling;
-    } else {
-      algorithm = AllreduceAlgorithm::kRing;
-    }
-  }
+  if (algorithm == AllreduceAlgorithm::kAuto)
+    algorithm = algo::allreduce_by_size(bytes, operation.opts);
   // Fewer elements than ranks leaves ring (or halving) chunks empty; recursive doubling is right
   // there anyway.
   if (algorithm != AllreduceAlgorithm::kRecursiveDoubling &&

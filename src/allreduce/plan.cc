@@ -24,6 +24,12 @@ Resolved resolve(const Context& ctx, const CollectiveOptions& options) {
   return r;
 }
 
+AllreduceAlgorithm allreduce_by_size(size_t bytes, const Resolved& opts) {
+  if (bytes <= opts.small_allreduce_bytes) return AllreduceAlgorithm::kRecursiveDoubling;
+  if (bytes <= opts.ring_allreduce_bytes) return AllreduceAlgorithm::kHalvingDoubling;
+  return AllreduceAlgorithm::kRing;
+}
+
 Chunks::Chunks(size_t count, int parts) : offsets(static_cast<size_t>(parts) + 1) {
   const size_t base = count / parts;
   const size_t extra = count % parts;

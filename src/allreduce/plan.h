@@ -23,6 +23,11 @@ struct Resolved {
 };
 Resolved resolve(const Context& ctx, const CollectiveOptions& options);
 
+// The fixed rule of AllreduceAlgorithm::kAuto: recursive doubling up to small_allreduce_bytes,
+// halving-doubling up to ring_allreduce_bytes, the ring above (the tuner may override the first
+// two: allreduce_tuner.h).
+AllreduceAlgorithm allreduce_by_size(size_t bytes, const Resolved& opts);
+
 // What one collective call needs from its surroundings.
 struct Operation {
   Context& ctx;
