@@ -22,13 +22,17 @@
 #include "model/gemm.h"
 #include "model/mlp.h"
 #include "ringd/error.h"
+#include "testing/gemm_cases.h"
 #include "testing/model_data.h"
 
 namespace ringd::model {
 namespace {
 
-using testing::kMatrixPadding;
-using testing::random_matrix;
+using testing::gemm_mismatch;
+using testing::gemm_operands;
+using testing::GemmOperands;
+using testing::GemmShape;
+using testing::transposes_name;
 
 bool have_device() { return cuda_device_count() > 0; }
 
@@ -83,45 +87,24 @@ TEST_P(CublasGemmTest, MatchesOpenBlas) {
   const std::unique_ptr<Gemm> cublas = make_gemm(GemmKind::kCublas);
   const std::unique_ptr<Gemm> openblas = make_gemm(GemmKind::kOpenBlas);
   EXPECT_EQ(cublas->name(), std::string("cublas"));
-  struct Shape {
-    size_t m, n, k, pad;
-  };
   // Growing, shrinking and growing again: the device buffers are reused and regrown.
-  for (const Shape& s : {Shape{3, 5, 7, 2}, Shape{256, 100, 784, 0}, Shape{1, 1, 1, 0},
-                         Shape{17, 4, 33, 5}, Shape{1000, 10, 256, 3}}) {
+  for (const GemmShape& s :
+       {GemmShape{3, 5, 7, 2}, GemmShape{256, 100, 784, 0}, GemmShape{1, 1, 1, 0},
+        GemmShape{17, 4, 33, 5}, GemmShape{1000, 10, 256, 3}}) {
     for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
       SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
                                         << s.pad << " beta " << beta);
-      const size_t a_rows = trans_a ? s.k : s.m, a_cols = trans_a ? s.m : s.k;
-      const size_t b_rows = trans_b ? s.n : s.k, b_cols = trans_b ? s.k : s.n;
-      const size_t lda = a_cols + s.pad, ldb = b_cols + s.pad + 1, ldc = s.n + 2 * s.pad;
-      const std::vector<float> a = random_matrix(a_rows, a_cols, lda, 1 + s.m);
-      const std::vector<float> b = random_matrix(b_rows, b_cols, ldb, 2 + s.n);
-      std::vector<float> want = random_matrix(s.m, s.n, ldc, 3 + s.k);
-      std::vector<float> got = want;
-      openblas->sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta,
-                      want.data(), ldc);
-      cublas->sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta,
-                    got.data(), ldc);
-      // Each element sums k products of values in [-1, 1): both backends are within a few
-      // float ulps of k x 2^-24 of the exact sum; a wrong layout would be off by O(1).
-      const double bound = 1e-6 * static_cast<double>(s.k + 2) * (1 + std::fabs(beta));
-      for (size_t i = 0; i < s.m; ++i) {
-        for (size_t j = 0; j < ldc; ++j) {
-          if (j >= s.n) {
-            ASSERT_EQ(got[i * ldc + j], kMatrixPadding) << "padding of C row " << i << " written";
-          } else {
-            ASSERT_NEAR(got[i * ldc + j], want[i * ldc + j], bound)
-                << "C[" << i << "][" << j << "]";
-          }
-        }
-      }
+      const GemmOperands o = gemm_operands(s, trans_a, trans_b);
+      std::vector<float> want = o.c;
+      std::vector<float> got = o.c;
+      openblas->sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
+                      beta, want.data(), o.ldc);
+      cublas->sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb,
+                    beta, got.data(), o.ldc);
+      // Both backends are within a few float ulps of k x 2^-24 of the exact sum.
+      ASSERT_EQ(gemm_mismatch(got, want, s, o.ldc, beta), "");
     }
   }
-}
-
-std::string transposes_name(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
-  return std::string(std::get<0>(info.param) ? "AT" : "A") + (std::get<1>(info.param) ? "BT" : "B");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, CublasGemmTest,

@@ -18,13 +18,17 @@
 #include "model/openblas_gemm.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
+#include "testing/gemm_cases.h"
 #include "testing/model_data.h"
 
 namespace ringd::model {
 namespace {
 
-using testing::kMatrixPadding;
-using testing::random_matrix;
+using testing::gemm_mismatch;
+using testing::gemm_operands;
+using testing::GemmOperands;
+using testing::GemmShape;
+using testing::transposes_name;
 
 // C = alpha op(A) op(B) + beta C in double, element by element (beta == 0: C's input ignored).
 void naive_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha,
@@ -60,55 +64,29 @@ class NaiveGemm final : public Gemm {
   }
 };
 
-struct Shape {
-  size_t m, n, k, pad;
-};
-
 class GemmTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(GemmTest, OpenBlasMatchesTheNaiveLoop) {
   const auto [trans_a, trans_b] = GetParam();
   OpenBlasGemm gemm;
   // Non-square, padded (pad > 0: every stride longer than its row), and the MLP's own shapes.
-  for (const Shape& s : {Shape{1, 1, 1, 0}, Shape{3, 5, 7, 2}, Shape{17, 4, 33, 5},
-                         Shape{32, 10, 256, 0}, Shape{64, 3, 2, 1}}) {
+  for (const GemmShape& s : {GemmShape{1, 1, 1, 0}, GemmShape{3, 5, 7, 2}, GemmShape{17, 4, 33, 5},
+                             GemmShape{32, 10, 256, 0}, GemmShape{64, 3, 2, 1}}) {
     for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{-0.5f, 2.0f}}) {
       SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " k " << s.k << " pad "
                                         << s.pad << " alpha " << alpha << " beta " << beta);
-      const size_t a_rows = trans_a ? s.k : s.m, a_cols = trans_a ? s.m : s.k;
-      const size_t b_rows = trans_b ? s.n : s.k, b_cols = trans_b ? s.k : s.n;
-      const size_t lda = a_cols + s.pad, ldb = b_cols + s.pad + 1, ldc = s.n + 2 * s.pad;
-      const std::vector<float> a = random_matrix(a_rows, a_cols, lda, 1 + s.m);
-      const std::vector<float> b = random_matrix(b_rows, b_cols, ldb, 2 + s.n);
-      std::vector<float> c = random_matrix(s.m, s.n, ldc, 3 + s.k);
+      GemmOperands o = gemm_operands(s, trans_a, trans_b);
       if (beta == 0.0f) {  // C's input must be ignored, NaNs included
-        for (size_t i = 0; i < s.m; ++i) c[i * ldc] = std::numeric_limits<float>::quiet_NaN();
+        for (size_t i = 0; i < s.m; ++i) o.c[i * o.ldc] = std::numeric_limits<float>::quiet_NaN();
       }
-      std::vector<float> expected = c;
-      naive_gemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta,
-                 expected.data(), ldc);
-      gemm.sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb, beta,
-                 c.data(), ldc);
-      for (size_t i = 0; i < s.m; ++i) {
-        for (size_t j = 0; j < ldc; ++j) {
-          const float got = c[i * ldc + j];
-          const float want = expected[i * ldc + j];
-          if (j >= s.n) {
-            ASSERT_EQ(got, kMatrixPadding)
-                << "padding of C row " << i << " column " << j << " written";
-            continue;
-          }
-          // float rounding of k products of values in [-1, 1): |error| <~ k * 2^-24 * |terms|.
-          const double bound = 1e-6 * static_cast<double>(s.k + 2) * (1 + std::fabs(beta));
-          ASSERT_NEAR(got, want, bound) << "C[" << i << "][" << j << "]";
-        }
-      }
+      std::vector<float> expected = o.c;
+      naive_gemm(trans_a, trans_b, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta,
+                 expected.data(), o.ldc);
+      gemm.sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta,
+                 o.c.data(), o.ldc);
+      ASSERT_EQ(gemm_mismatch(o.c, expected, s, o.ldc, beta), "");
     }
   }
-}
-
-std::string transposes_name(const ::testing::TestParamInfo<std::tuple<bool, bool>>& info) {
-  return std::string(std::get<0>(info.param) ? "AT" : "A") + (std::get<1>(info.param) ? "BT" : "B");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
