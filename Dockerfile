@@ -35,7 +35,7 @@ RUN RINGD_BUILD_DIR=build-image RINGD_BUILD_TARGETS=ringd scripts/build.sh \
       -DRINGD_WITH_CUDA=ON -DRINGD_WITH_MPI=ON -DRINGD_WITH_IBVERBS=ON \
       -DRINGD_BUILD_TESTS=OFF -DRINGD_BUILD_BENCH=OFF \
       -DCMAKE_CUDA_ARCHITECTURES="80;90" \
- && scripts/runtime_packages.sh build-image/src/launcher/ringd > build-image/runtime-packages.txt
+ && scripts/runtime_packages.sh build-image/bin/ringd > build-image/runtime-packages.txt
 
 # ---- runtime ----------------------------------------------------------------------------------
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04 AS runtime
@@ -57,7 +57,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends openmpi-bin ibverbs-providers dataset-fashion-mnist \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 
-COPY --from=build /src/build-image/src/launcher/ringd /usr/local/bin/ringd
+COPY --from=build /src/build-image/bin/ringd /usr/local/bin/ringd
 
 # Non-root: Open MPI refuses root by default, and nothing here needs it. The uid is the one
 # k8s/base/statefulset.yaml runs as (runAsUser: 10001). /var/lib/ringd is the job volume's mount

@@ -107,7 +107,7 @@ up() {
   for ((i = 0; i < count; i++)); do
     ns=$(node_name "$i")
     port=$(port_name "$i")
-    ip netns list | grep -qw "^$ns" || ip netns add "$ns"
+    ip netns list | grep -w "^$ns" >/dev/null || ip netns add "$ns"
     ip -n "$ns" link set lo up
     if ! ip link show "$port" >/dev/null 2>&1; then
       ip -n "$ns" link del eth0 2>/dev/null || true
@@ -129,7 +129,7 @@ down() {
   for ((i = 0; i < count; i++)); do
     ns=$(node_name "$i")
     # Deleting the namespace deletes eth0 and with it the peer ringd-v<i>.
-    if ip netns list | grep -qw "^$ns"; then
+    if ip netns list | grep -w "^$ns" >/dev/null; then
       # Processes left in the namespace (a server of a killed run) would keep it alive.
       for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
       ip netns del "$ns"
@@ -141,7 +141,7 @@ down() {
   rmdir "${RINGD_NETNS_TMPDIR:-/tmp/ringd-netns}" 2>/dev/null || true
   if ip link show "$BRIDGE" >/dev/null 2>&1; then
     # Remove the bridge only once no ringd port is left on it (nodes beyond N, if any, stay).
-    if ! ip -o link show master "$BRIDGE" 2>/dev/null | grep -q .; then
+    if ! ip -o link show master "$BRIDGE" 2>/dev/null | grep . >/dev/null; then
       ip link del "$BRIDGE"
     fi
   fi

@@ -76,7 +76,7 @@ log() { bench_log "$@"; }
 require_root
 ensure_packages iperf3 libgloo-dev python3-matplotlib openmpi-bin libopenmpi-dev
 
-ringd=$build_dir/src/launcher/ringd
+ringd=$build_dir/bin/ringd
 mpi_ref=$build_dir/bench/mpi_allreduce_ref
 gloo_ref=$build_dir/bench/gloo_allreduce_ref
 targets=(ringd mpi_allreduce_ref)

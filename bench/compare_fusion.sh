@@ -68,7 +68,7 @@ out=${out:-/tmp/ringd-fusion-$profile-$rate-n$nodes}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
 require_root
 ensure_packages openmpi-bin
-ringd=$build_dir/src/launcher/ringd
+ringd=$build_dir/bin/ringd
 ensure_built "$build_dir" ringd
 
 cluster_up

@@ -76,7 +76,7 @@ require_root
 for tool in mpirun iperf3 python3; do
   command -v "$tool" >/dev/null || log "$tool not found (apt-get install openmpi-bin iperf3 python3)"
 done
-ringd=$build_dir/src/launcher/ringd
+ringd=$build_dir/bin/ringd
 ensure_built "$build_dir" ringd
 
 # ---- the cluster, always taken down ----

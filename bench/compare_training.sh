@@ -108,7 +108,7 @@ compute_ms() { # profile -> its --compute-ms
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
 require_root
 ensure_packages openmpi-bin dataset-fashion-mnist
-ringd=$build_dir/src/launcher/ringd
+ringd=$build_dir/bin/ringd
 ensure_built "$build_dir" ringd
 mkdir -p "$out"
 rm -f "$out/runs.jsonl" "$out/train.log"

@@ -42,7 +42,7 @@ ensure_built() { # build_dir target...   (builds the missing ones with scripts/b
   shift
   for target in "$@"; do
     case $target in
-      ringd) [[ -x $dir/src/launcher/ringd ]] || missing+=("$target") ;;
+      ringd) [[ -x $dir/bin/ringd ]] || missing+=("$target") ;;
       *) [[ -x $dir/bench/$target ]] || missing+=("$target") ;;
     esac
   done

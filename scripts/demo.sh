@@ -22,9 +22,12 @@ ranks=${RINGD_DEMO_RANKS:-4}
 demo_dir=${RINGD_DEMO_DIR:-$build_dir/demo}
 
 scripts/install_deps.sh
-RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=ringd scripts/build.sh
+# The same configuration as scripts/test.sh's main build (CPU only; the CUDA variant has its own
+# directory, build-cuda), so the tests reuse this build instead of reconfiguring and rebuilding
+# it (tests/scripts/build_once_test.py checks that the two agree).
+RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS=ringd scripts/build.sh -DRINGD_WITH_CUDA=OFF
 
-ringd=$build_dir/src/launcher/ringd
+ringd=$build_dir/bin/ringd
 [[ -x $ringd ]] || { echo "demo: $ringd was not built" >&2; exit 1; }
 if ! "$ringd" train --help >/dev/null 2>&1; then
   echo "demo: '$ringd train' is not available in this build (ringd --help lists the commands)" >&2

@@ -15,7 +15,7 @@ packages=(
   libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   libopenblas-dev zlib1g-dev dataset-fashion-mnist
   libibverbs-dev rdma-core
-  python3 python3-numpy python3-venv
+  python3 python3-dev python3-numpy python3-venv
   iproute2 procps
   git clang-format
 )

@@ -8,9 +8,11 @@
 #                                  the tests in tests/device (kernel tests skip without a GPU)
 #   RINGD_SKIP_CUDA_BUILD=1        skip the CUDA variant
 #   RINGD_TEST_JOBS=2              tests run in parallel (each test's timeout is set in CMake)
+#   RINGD_SKIP_PYTHON=1            build and test without the Python package (no torch download)
 #
 # The main build is configured with -DRINGD_WITH_CUDA=OFF: CUDA is compiled once, in its own
-# directory, instead of twice. Extra arguments go to ctest (e.g. -R allreduce).
+# directory, instead of twice. scripts/demo.sh configures the main build the same way, so after the
+# demo the tests only build what the demo did not. Extra arguments go to ctest (e.g. -R allreduce).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
@@ -41,6 +43,11 @@ run_ctest() {  # run_ctest BUILD_DIR ARGS...: ctest with its output also kept in
   ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" "$@" 2>&1 | tee "$dir/ctest.log"
 }
 
+# shellcheck disable=SC2317  # called through step
+python_environment() {  # sets $python: the interpreter of scripts/python_env.sh's environment
+  python=$(scripts/python_env.sh) && [[ -x $python ]]
+}
+
 join() {  # join SEPARATOR ITEMS...
   local separator=$1 first=${2:-}
   shift 2 || return 0
@@ -60,9 +67,19 @@ fi
 if step "install dependencies" scripts/install_deps.sh; then
   echo "test.sh: $(cmake --version | head -n 1); $(c++ --version | head -n 1)" >&2
 
+  # ---- the Python package's environment: torch, numpy, pytest, nanobind (pinned, reused) ----
+  python_args=()
+  if [[ ${RINGD_SKIP_PYTHON:-0} == 1 ]]; then
+    notes+=("Python package skipped (RINGD_SKIP_PYTHON=1)")
+  elif step "Python environment (scripts/python_env.sh)" python_environment; then
+    # The extension ringd._core is built in the main build and tests/python runs as the ctest
+    # python_tests, with this interpreter.
+    python_args=(-DRINGD_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python")
+  fi
+
   # ---- main build and the whole suite ----
   if step "build ($build_dir)" env RINGD_BUILD_DIR="$build_dir" scripts/build.sh \
-    -DRINGD_WITH_CUDA=OFF; then
+    -DRINGD_WITH_CUDA=OFF "${python_args[@]}"; then
     step "tests ($build_dir)" run_ctest "$build_dir" "$@"
     notes+=("$(ctest_counts "$build_dir/ctest.log")")
   fi

@@ -20,7 +20,7 @@
 #   scripts/validate_k8s.sh
 #   scripts/validate_k8s.sh --install-only   install the tools and stop (tests that render)
 #
-#   RINGD_BINARY=build/src/launcher/ringd  check the manifests' ringd flags against this binary
+#   RINGD_BINARY=build/bin/ringd  check the manifests' ringd flags against this binary
 #   RINGD_K8S_VERSION=1.32.0               the Kubernetes version to validate against
 #   RINGD_TOOLS_DIR=build-tools            where the tools' virtual environment lives
 #   RINGD_VALIDATE_ROOT=.                  the tree holding k8s/ and Dockerfile (tests point it at a

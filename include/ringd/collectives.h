@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <vector>
 
 #include "ringd/transport.h"
 #include "ringd/types.h"
@@ -50,6 +51,13 @@ void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
 // out[r*count .. (r+1)*count) = in of rank r.
 void allgather(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
                const CollectiveOptions& options = {});
+
+// Variable-size allgather (MPI_Allgatherv): rank r contributes counts[r] elements, and `out`
+// receives every rank's in turn (rank r's at offset counts[0] + ... + counts[r-1]). Every rank
+// passes the same `counts` (ranks that disagree fail with kMismatch) and its own counts[rank]
+// elements in `in`; in place: in == out + that offset. A ring pass, like allgather.
+void allgatherv(Context& ctx, const void* in, void* out, const std::vector<size_t>& counts,
+                DataType dtype, const CollectiveOptions& options = {});
 
 // out (count_per_rank elements) = op over ranks of in[rank*count_per_rank ..]; `in` holds
 // size*count_per_rank elements.

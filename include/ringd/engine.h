@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ringd/collectives.h"
+#include "ringd/dgc.h"
 #include "ringd/transport.h"
 #include "ringd/types.h"
 
@@ -50,11 +51,14 @@ struct Tensor {
   size_t bytes() const { return count() * dtype_size(dtype); }
 };
 
-// On-the-wire compression of float32 allreduces: the fused buffer travels as 16-bit floats; every
-// combining step widens to f32, combines and rounds once (src/common/reduce.h). Other dtypes
-// ignore it.
-enum class Compression : uint8_t { kNone, kFp16, kBf16 };
-const char* compression_name(Compression compression);   // "none", "fp16", "bf16"
+// On-the-wire compression of float32 allreduces. kFp16/kBf16: the fused buffer travels as 16-bit
+// floats; every combining step widens to f32, combines and rounds once (src/common/reduce.h).
+// kDgc: deep gradient compression (include/ringd/dgc.h): each rank sends its tensor's largest
+// entries as (index, value) pairs and keeps the rest, with the momentum, for later steps; only
+// for sum and avg, and what it returns is the average of the velocities sent, to be applied by
+// plain SGD. Other dtypes ignore compression.
+enum class Compression : uint8_t { kNone, kFp16, kBf16, kDgc };
+const char* compression_name(Compression compression);   // "none", "fp16", "bf16", "dgc"
 Compression parse_compression(const std::string& text);  // throws kInvalidArgument
 
 // What the stall inspector found (rank 0 reports; see RINGD_STALL_WARNING_S).
@@ -81,6 +85,7 @@ struct EngineOptions {
   std::optional<std::string> timeline_path;       // RINGD_TIMELINE; "" = no timeline
   std::optional<Compression> compression;         // RINGD_COMPRESSION: default for allreduces
   std::optional<int> copy_threads;                // RINGD_FUSION_THREADS
+  DgcOptions dgc;                                 // for Compression::kDgc tensors
   CollectiveOptions collective;                   // for the data collectives
   // Called on rank 0's background thread with every stall report (also logged as a warning).
   std::function<void(const StallReport&)> on_stall;
@@ -98,6 +103,10 @@ struct EngineStats {
   uint64_t buckets = 0;             // * collectives run (a fused bucket counts once)
   uint64_t fused_tensors = 0;       // * tensors that went through the fusion buffer
   uint64_t bytes = 0;               // * payload bytes of completed tensors
+  // Bytes this rank contributed to the network after compression: DGC's 8 per pair sent plus 4
+  // per element of tensors kept dense, 2 per element with fp16/bf16, the payload without.
+  uint64_t compressed_bytes = 0;
+  uint64_t dgc_sparse_tensors = 0;  // * DGC tensors exchanged as pairs (the others went dense)
   double negotiation_s = 0;         // time in negotiation (including waiting for other ranks)
   double execution_s = 0;           // time running collectives and copies
   struct Cycle {
@@ -173,6 +182,11 @@ class Engine {
   // Stops this engine and, at the end of the cycle that carries the request, every rank's engine.
   // Blocks until the background thread has ended. Idempotent.
   void shutdown();
+
+  // The epoch DGC's sparsity warm-up reads (DgcOptions::warmup). Call it with the same value on
+  // every rank before submitting that epoch's first tensor; ranks that disagree fail with
+  // kMismatch at the next DGC exchange.
+  void set_epoch(int epoch);
 
   EngineStats stats() const;
   int rank() const;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "ringd/config.h"
 #include "ringd/store.h"
@@ -20,6 +21,11 @@ void mpi_ensure_initialized();
 
 // Collective over `comm`: every rank must call it. The context owns a duplicate of `comm`.
 std::unique_ptr<Context> mpi_connect(MPI_Comm comm, std::chrono::milliseconds timeout = {});
+
+// The job secret under mpirun, collective over `comm`: rank 0's `configured` secret
+// (RINGD_JOB_SECRET or _FILE) when it has one (every rank then uses its own configured one), else a
+// fresh random one that rank 0 broadcasts, so a job is authenticated even when nobody set a secret.
+std::string mpi_job_secret(MPI_Comm comm, const std::string& configured);
 
 // For the tcp transport under mpirun: rank 0 of `comm` serves a TcpStoreServer and broadcasts its
 // address; every rank gets a client. Collective over `comm`.

@@ -17,6 +17,11 @@ class Store {
  public:
   virtual ~Store() = default;
   virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  // Sets `key` only if it does not exist yet, atomically: true when this call stored `value`;
+  // false when the key already existed, its value in *existing (which may be null). Ranks claim
+  // their place with it, so two processes never both get rank r.
+  virtual bool add(const std::string& key, const std::vector<uint8_t>& value,
+                   std::vector<uint8_t>* existing) = 0;
   // Blocks until `key` exists; throws ringd::Error(kTimeout) naming the key after `timeout`.
   virtual std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
 };
@@ -25,6 +30,8 @@ class Store {
 class MemoryStore : public Store {
  public:
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  bool add(const std::string& key, const std::vector<uint8_t>& value,
+           std::vector<uint8_t>* existing) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
 
  private:
@@ -39,6 +46,10 @@ class PrefixStore : public Store {
   PrefixStore(std::string prefix, Store& inner) : prefix_(std::move(prefix)), inner_(inner) {}
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
     inner_.set(prefix_ + "/" + key, value);
+  }
+  bool add(const std::string& key, const std::vector<uint8_t>& value,
+           std::vector<uint8_t>* existing) override {
+    return inner_.add(prefix_ + "/" + key, value, existing);
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     return inner_.get(prefix_ + "/" + key, timeout);

@@ -26,12 +26,17 @@ struct TcpOptions {
                           // empty = RINGD_IFACE
   uint16_t port = 0;      // 0 = any free port
   std::string secret;  // empty = tunables().job_secret (empty there too = unauthenticated, warned)
+  // The job this rank belongs to, when its launcher agreed on one (32 hex digits): the rendezvous
+  // store must hold this id. Empty = the store's job, whoever created it.
+  std::string job_id;
   std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout
   size_t socket_buffer_bytes = 0;        // 0 = tunables().socket_buffer_bytes
 };
 
-// Publishes this rank's address in `store`, connects to every peer (full mesh) and returns the
-// context. Throws ringd::Error naming the peer that could not be reached or authenticated.
+// Joins the store's job, claims rank `rank` in it (a rank claimed by another process is refused
+// with kMismatch naming the holder, and every rank of the job is told), publishes this rank's
+// address, connects to every peer (full mesh, each connection carrying the job id) and returns
+// the context. Throws ringd::Error naming the peer that could not be reached or authenticated.
 std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size,
                                      const TcpOptions& options = {});
 
@@ -40,10 +45,20 @@ std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size,
 // handshake as pairs.
 class TcpStoreServer {
  public:
-  // Listens on host:port (port 0 = any free port) and serves until destroyed.
-  TcpStoreServer(const std::string& host, uint16_t port, const std::string& secret = {});
+  // The most bytes (keys and values, stored and arriving) the server holds at once by default.
+  static constexpr size_t kDefaultMaxHeldBytes = size_t{256} << 20;
+
+  // Listens on host:port (port 0 = any free port) and serves until destroyed. A value's memory
+  // grows with the bytes that actually arrive, never with the length a request announces; a set
+  // that would make the server hold more than `max_held_bytes` is refused (status error, the
+  // connection closed) and the store is unchanged.
+  TcpStoreServer(const std::string& host, uint16_t port, const std::string& secret = {},
+                 size_t max_held_bytes = kDefaultMaxHeldBytes);
   ~TcpStoreServer();
   uint16_t port() const;
+  // Bytes held now: stored keys and values plus the values arriving (read on the server's thread;
+  // for tests and diagnostics).
+  size_t held_bytes() const;
 
   struct Impl;
 
@@ -58,6 +73,8 @@ class TcpStore : public Store {
            std::chrono::milliseconds timeout = {});
   ~TcpStore() override;
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  bool add(const std::string& key, const std::vector<uint8_t>& value,
+           std::vector<uint8_t>* existing) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
 
   struct Impl;
@@ -72,9 +89,13 @@ class FileStore : public Store {
  public:
   explicit FileStore(std::string directory);
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  // link() of the written file: atomic on one filesystem (NFS v3+ included).
+  bool add(const std::string& key, const std::vector<uint8_t>& value,
+           std::vector<uint8_t>* existing) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
 
  private:
+  std::string write_temp_file(const std::string& name, const std::vector<uint8_t>& value);
   std::string directory_;
 };
 

@@ -95,10 +95,18 @@ class Context {
   std::shared_ptr<void> collective_state_;
 };
 
-// Message tags: the collective's operation id in the high 40 bits, a per-operation message index in
-// the low 24 bits.
-inline uint64_t make_tag(uint64_t operation_id, uint64_t index) {
-  return (operation_id << 24) | (index & 0xFFFFFF);
+// Message tags, 64 bits:
+//   [63..40] the operation id's low 24 bits (the same on every rank: Context::next_operation_id)
+//   [39..24] the collective's signature: what all ranks must agree on (collective, dtype, op,
+//            algorithm, a hash of count and root; src/common/collective_signature.h), 0 for other
+//            traffic. Every transport compares a message's tag with its posted receive's, so a rank
+//            with another dtype or op fails with kMismatch at its first message, at no cost.
+//   [23..0]  a per-operation message index
+inline uint64_t make_tag(uint64_t operation_id, uint64_t index, uint16_t signature = 0) {
+  return ((operation_id & 0xFFFFFF) << 40) | (uint64_t{signature} << 24) | (index & 0xFFFFFF);
 }
+inline uint64_t tag_operation(uint64_t tag) { return tag >> 40; }
+inline uint16_t tag_signature(uint64_t tag) { return static_cast<uint16_t>(tag >> 24); }
+inline uint64_t tag_message(uint64_t tag) { return tag & 0xFFFFFF; }
 
 }  // namespace ringd

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "allreduce/recursive_doubling.h"
+#include "common/collective_signature.h"
 #include "common/logging.h"
 
 namespace ringd::algo {
@@ -52,7 +53,9 @@ void AllreduceTuner::record(const Pick& pick, double seconds, Context& ctx, cons
   // Sums over ranks of each rank's steady-state medians: the same two numbers on every rank, so
   // the same choice (recursive doubling gives every rank the same bits).
   double sums[2] = {recent_median(c.fixed, kWindow), recent_median(c.trial, kWindow)};
-  const Operation agreement{ctx, ctx.next_operation_id(), opts};
+  const Operation agreement{
+      ctx, ctx.next_operation_id(), opts,
+      encode_signature({CollectiveKind::kAllreduce, DataType::kFloat64, ReduceOp::kSum, 2, 2, 0})};
   recursive_doubling_allreduce(agreement, sums, 2, DataType::kFloat64, ReduceOp::kSum);
   c.chosen = sums[1] < sums[0] ? other(c.fixed_algorithm) : c.fixed_algorithm;
   RINGD_LOG(kDebug) << "rank " << ctx.rank() << ": allreduce of ("

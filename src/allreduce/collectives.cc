@@ -13,7 +13,9 @@
 #include "allreduce/halving_doubling.h"
 #include "allreduce/recursive_doubling.h"
 #include "allreduce/ring.h"
+#include "common/collective_signature.h"
 #include "ringd/error.h"
+#include "transport/error_text.h"
 
 namespace ringd {
 namespace {
@@ -41,13 +43,50 @@ void with_context(Context& ctx, Body body, Describe describe) {
     describe(os);
     const std::string message =
         "rank " + std::to_string(ctx.rank()) + ": " + os.str() + " failed: " + error.what();
-    ctx.abort(message);  // peers learn the root cause instead of only "connection lost"
-    throw Error(error.code(), message);
+    const bool mismatch = error.code() == ErrorCode::kMismatch ||
+                          (error.code() == ErrorCode::kPeerLost &&
+                           std::string(error.what()).find(kMismatchAbortMark) != std::string::npos);
+    // Peers learn the root cause instead of only "connection lost".
+    ctx.abort(mismatch ? kMismatchAbortMark + message : message);
+    throw Error(mismatch ? ErrorCode::kMismatch : error.code(), message);
   }
+}
+
+uint8_t algorithm_bits(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing: return 1;
+    case AllreduceAlgorithm::kRecursiveDoubling: return 2;
+    case AllreduceAlgorithm::kHalvingDoubling: return 3;
+    case AllreduceAlgorithm::kAuto: return 0;
+  }
+  return 0;
 }
 
 void copy_if_distinct(void* out, const void* in, size_t bytes) {
   if (out != in && bytes > 0) std::memcpy(out, in, bytes);
+}
+
+// What allgather and allgatherv share: this rank's chunk of `out` from `in`, then the ring's copy
+// phase over the chunks (empty ones send nothing).
+template <typename Describe>
+void ring_gather(Context& ctx, const Operation& operation, const void* in, void* out,
+                 const Chunks& chunks, DataType dtype, Describe describe) {
+  const size_t elem = dtype_size(dtype);
+  copy_if_distinct(static_cast<char*>(out) + chunks.offset(ctx.rank()) * elem, in,
+                   chunks.count(ctx.rank()) * elem);
+  if (ctx.size() == 1) return;
+  with_context(
+      ctx,
+      [&] {
+        algo::RingPass pass;
+        pass.work = out;
+        pass.count = chunks.offsets.back();
+        pass.dtype = dtype;
+        pass.copy_steps = ctx.size() - 1;
+        pass.chunks = &chunks;
+        algo::run_ring(operation, pass);
+      },
+      describe);
 }
 
 algo::AllreduceTuner& tuner_of(Context& ctx) {
@@ -85,7 +124,7 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
                                                       << ctx.rank() << ": op " << reduce_op_name(op)
                                                       << " is not defined for " << dtype_name(dtype)
                                                       << " (avg needs a floating-point type)");
-  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
   const size_t bytes = count * dtype_size(dtype);
   AllreduceAlgorithm algorithm = options.algorithm;
   algo::AllreduceTuner::Pick tuned;
@@ -106,6 +145,8 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
     copy_if_distinct(out, in, bytes);
     return;
   }
+  operation.signature = encode_signature(
+      {CollectiveKind::kAllreduce, dtype, op, algorithm_bits(algorithm), count, 0});
   with_context(
       ctx,
       [&] {
@@ -149,7 +190,9 @@ void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
   RINGD_CHECK_ARG(root >= 0 && root < ctx.size(),
                   "broadcast on rank " << ctx.rank() << ": root " << root
                                        << " is not a rank of this job (size " << ctx.size() << ")");
-  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  const Operation operation{
+      ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
+      encode_signature({CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, 0, count, root})};
   if (count == 0 || ctx.size() == 1) return;
   with_context(
       ctx, [&] { algo::chain_broadcast(operation, buf, count * dtype_size(dtype), root); },
@@ -162,28 +205,36 @@ void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
 void allgather(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
                const CollectiveOptions& options) {
   check_buffers("allgather", ctx, in, out, count_per_rank, dtype);
-  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
-  const size_t elem = dtype_size(dtype);
+  const Operation operation{
+      ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
+      encode_signature({CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 1, count_per_rank, 0})};
   if (count_per_rank == 0) return;
-  copy_if_distinct(static_cast<char*>(out) + ctx.rank() * count_per_rank * elem, in,
-                   count_per_rank * elem);
-  if (ctx.size() == 1) return;
-  with_context(
-      ctx,
-      [&] {
-        const Chunks chunks(count_per_rank * ctx.size(), ctx.size());
-        algo::RingPass pass;
-        pass.work = out;
-        pass.count = count_per_rank * ctx.size();
-        pass.dtype = dtype;
-        pass.copy_steps = ctx.size() - 1;
-        pass.chunks = &chunks;
-        algo::run_ring(operation, pass);
-      },
-      [&](std::ostream& os) {
-        os << "allgather #" << operation.id << " (" << count_per_rank << " x " << dtype_name(dtype)
-           << " per rank, " << ctx.transport_name() << ")";
-      });
+  ring_gather(ctx, operation, in, out, Chunks(count_per_rank * ctx.size(), ctx.size()), dtype,
+              [&](std::ostream& os) {
+                os << "allgather #" << operation.id << " (" << count_per_rank << " x "
+                   << dtype_name(dtype) << " per rank, " << ctx.transport_name() << ")";
+              });
+}
+
+void allgatherv(Context& ctx, const void* in, void* out, const std::vector<size_t>& counts,
+                DataType dtype, const CollectiveOptions& options) {
+  RINGD_CHECK_ARG(counts.size() == static_cast<size_t>(ctx.size()),
+                  "allgatherv on rank " << ctx.rank() << ": " << counts.size() << " counts for "
+                                        << ctx.size() << " ranks");
+  const algo::Chunks chunks(counts);
+  const size_t total = chunks.offsets.back();
+  check_buffers("allgatherv", ctx, in, out, total, dtype);
+  // The counts' hash in the signature: ranks that disagree on any count fail at the first message.
+  size_t counts_hash = 0xcbf29ce484222325ull;
+  for (size_t count : counts) counts_hash = (counts_hash ^ count) * 0x100000001b3ull;
+  const Operation operation{
+      ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
+      encode_signature({CollectiveKind::kAllgatherv, dtype, ReduceOp::kSum, 1, counts_hash, 0})};
+  if (total == 0) return;
+  ring_gather(ctx, operation, in, out, chunks, dtype, [&](std::ostream& os) {
+    os << "allgatherv #" << operation.id << " (" << chunks.count(ctx.rank()) << " of " << total
+       << " x " << dtype_name(dtype) << " here, " << ctx.transport_name() << ")";
+  });
 }
 
 void reduce_scatter(Context& ctx, const void* in, void* out, size_t count_per_rank, DataType dtype,
@@ -192,7 +243,9 @@ void reduce_scatter(Context& ctx, const void* in, void* out, size_t count_per_ra
   RINGD_CHECK_ARG(reduce_op_supported(dtype, op),
                   "reduce_scatter on rank " << ctx.rank() << ": op " << reduce_op_name(op)
                                             << " is not defined for " << dtype_name(dtype));
-  const Operation operation{ctx, ctx.next_operation_id(), algo::resolve(ctx, options)};
+  const Operation operation{
+      ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
+      encode_signature({CollectiveKind::kReduceScatter, dtype, op, 1, count_per_rank, 0})};
   const size_t elem = dtype_size(dtype);
   if (count_per_rank == 0) return;
   if (ctx.size() == 1) {

@@ -39,4 +39,9 @@ Chunks::Chunks(size_t count, int parts) : offsets(static_cast<size_t>(parts) + 1
   }
 }
 
+Chunks::Chunks(const std::vector<size_t>& counts) : offsets(counts.size() + 1) {
+  offsets[0] = 0;
+  for (size_t i = 0; i < counts.size(); ++i) offsets[i + 1] = offsets[i] + counts[i];
+}
+
 }  // namespace ringd::algo

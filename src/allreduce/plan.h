@@ -33,7 +33,9 @@ struct Operation {
   Context& ctx;
   uint64_t id;  // from ctx.next_operation_id(), the same on every rank
   Resolved opts;
-  uint64_t tag(uint64_t index) const { return make_tag(id, index); }
+  // What every rank must agree on (common/collective_signature.h), in every message's tag.
+  uint16_t signature = 0;
+  uint64_t tag(uint64_t index) const { return make_tag(id, index, signature); }
   void wait(Request& request) const { request.wait(opts.timeout); }
 };
 
@@ -41,6 +43,7 @@ struct Operation {
 // (the first count % parts chunks get the extra element).
 struct Chunks {
   Chunks(size_t count, int parts);
+  explicit Chunks(const std::vector<size_t>& counts);  // chunk i holds counts[i] elements
   size_t offset(int chunk) const { return offsets[chunk]; }
   size_t count(int chunk) const { return offsets[chunk + 1] - offsets[chunk]; }
   std::vector<size_t> offsets;  // parts + 1 entries

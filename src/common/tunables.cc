@@ -1,5 +1,7 @@
 #include "common/tunables.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -8,7 +10,12 @@
 #include <limits>
 #include <sstream>
 
+#include "common/logging.h"
+#include "common/suggest.h"
+#include "common/text.h"
 #include "ringd/error.h"
+
+extern char** environ;
 
 namespace ringd {
 namespace {
@@ -71,23 +78,26 @@ void load_fusion(Tunables& t) {
     t.cache_capacity = parse_small_int("RINGD_CACHE_CAPACITY", v, 0, 1 << 20);
   }
   if (const char* v = env("RINGD_STALL_WARNING_S")) {
-    t.stall_warning_s = parse_non_negative("RINGD_STALL_WARNING_S", v, 1e6);
+    t.stall_warning_s = parse_non_negative("RINGD_STALL_WARNING_S", v, kMaxSeconds);
   }
   if (const char* v = env("RINGD_STALL_SHUTDOWN_S")) {
-    t.stall_shutdown_s = parse_non_negative("RINGD_STALL_SHUTDOWN_S", v, 1e6);
+    t.stall_shutdown_s = parse_non_negative("RINGD_STALL_SHUTDOWN_S", v, kMaxSeconds);
   }
   if (const char* v = env("RINGD_TIMELINE")) t.timeline = v;
   if (const char* v = env("RINGD_COMPRESSION")) {
     t.compression = v;
-    RINGD_CHECK_ARG(t.compression == "none" || t.compression == "fp16" || t.compression == "bf16",
-                    "RINGD_COMPRESSION=" << v << " is not one of none fp16 bf16");
+    RINGD_CHECK_ARG(t.compression == "none" || t.compression == "fp16" || t.compression == "bf16" ||
+                        t.compression == "dgc",
+                    "RINGD_COMPRESSION=" << v << " is not one of none fp16 bf16 dgc");
   }
   if (const char* v = env("RINGD_FUSION_THREADS")) {
     t.fusion_threads = parse_small_int("RINGD_FUSION_THREADS", v, 0, 256);
   }
 }
 
-Tunables load() {
+}  // namespace
+
+Tunables load_tunables() {
   Tunables t;
   if (const char* v = env("RINGD_TIMEOUT")) t.timeout = parse_seconds("RINGD_TIMEOUT", v);
   if (const char* v = env("RINGD_SEGMENT_BYTES")) {
@@ -125,19 +135,12 @@ Tunables load() {
                     "set only one of RINGD_JOB_SECRET and RINGD_JOB_SECRET_FILE");
     t.job_secret = read_secret_file(v);
   }
-  if (const char* v = env("RINGD_LOG_LEVEL")) {
-    const std::string s = v;
-    if (s == "error" || s == "0")
-      t.log_level = 0;
-    else if (s == "warn" || s == "1")
-      t.log_level = 1;
-    else if (s == "info" || s == "2")
-      t.log_level = 2;
-    else if (s == "debug" || s == "3")
-      t.log_level = 3;
-    else
-      RINGD_THROW(kInvalidArgument,
-                  "RINGD_LOG_LEVEL=" << s << " is not one of error warn info debug");
+  if (const char* v = env("RINGD_LOG_LEVEL")) t.log_level = parse_log_level(v);
+  if (const char* v = env("RINGD_LOG_FORMAT")) {
+    const std::string format = lower_case(v);
+    RINGD_CHECK_ARG(format == "text" || format == "json",
+                    "RINGD_LOG_FORMAT=" << v << " is not one of text json");
+    t.log_json = format == "json";
   }
   if (const char* v = env("RINGD_IB_DEVICE")) t.ib_device = v;
   if (const char* v = env("RINGD_IB_PORT")) {
@@ -158,16 +161,92 @@ Tunables load() {
   return t;
 }
 
-}  // namespace
+// RINGD_* variables that ringd's scripts read (scripts/, bench/, tests/): set in a shell that also
+// runs ringd, they are not a misspelling of the binary's own. tests/common/tunables_test.cc checks
+// this list against the scripts.
+const std::vector<std::string>& script_variables() {
+  static const std::vector<std::string> names = {
+      "RINGD_BINARY",
+      "RINGD_BUILD_DIR",
+      "RINGD_BUILD_JOBS",
+      "RINGD_BUILD_TARGETS",
+      "RINGD_CLUSTER_BRIDGE",
+      "RINGD_CLUSTER_NODE_PREFIX",
+      "RINGD_CLUSTER_PORT_PREFIX",
+      "RINGD_CLUSTER_SUBNET",
+      "RINGD_CUDA_BUILD_DIR",
+      "RINGD_DEMO_DIR",
+      "RINGD_DEMO_RANKS",
+      "RINGD_K8S_VERSION",
+      "RINGD_NETNS_TMPDIR",
+      "RINGD_SKIP_CUDA_BUILD",
+      "RINGD_TEST_JOBS",
+      "RINGD_TOOLS_DIR",
+      "RINGD_VALIDATE_ROOT",
+      "RINGD_GPU_REPORT",
+      "RINGD_GPU_CHECK_LOGS",
+      "RINGD_GPU_CHECK_BUILD_TIMEOUT",
+      "RINGD_GPU_CHECK_RUN_TIMEOUT",
+      "RINGD_GPU_CHECK_MAXBYTES",
+      "RINGD_GPU_CHECK_TRAIN_STEPS",
+      "RINGD_PYTHON_VENV",
+      "RINGD_SKIP_PYTHON",
+      "RINGD_HOROVOD_VENV",
+  };
+  return names;
+}
+
+// The usual spellings, in any case: error/err, warn/warning, info, debug, or 0..3.
+int parse_log_level(const std::string& text) {
+  const std::string level = lower_case(text);
+  if (level == "error" || level == "err" || level == "0") return 0;
+  if (level == "warn" || level == "warning" || level == "1") return 1;
+  if (level == "info" || level == "2") return 2;
+  if (level == "debug" || level == "3") return 3;
+  RINGD_THROW(kInvalidArgument, "RINGD_LOG_LEVEL=" << text
+                                                   << " is not one of error, warn (or warning), "
+                                                      "info, debug or 0..3");
+}
+
+std::vector<std::string> unknown_variable_warnings(const std::vector<std::string>& environment) {
+  std::vector<std::string> known;
+  for (const TunableInfo& info : tunable_table()) known.emplace_back(info.name);
+  std::vector<std::string> warnings;
+  for (const std::string& entry : environment) {
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("RINGD_", 0) != 0) continue;
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::vector<std::string>& scripts = script_variables();
+    if (std::find(scripts.begin(), scripts.end(), name) != scripts.end()) continue;
+    std::string warning = name + " is not a ringd variable and is ignored";
+    const std::string closest = closest_name(name, known);
+    if (!closest.empty()) warning += "; did you mean " + closest + "?";
+    warnings.push_back(warning + " (ringd --help-env lists them)");
+  }
+  return warnings;
+}
 
 const Tunables& tunables() {
-  static const Tunables instance = load();
+  static const Tunables instance = load_tunables();
+  // Once `instance` exists, and not inside a static's initialisation: logging calls tunables().
+  // tunables() is on hot paths (each small receive, each collective): read the flag first, so
+  // the calls after the first only load it instead of writing a shared cache line.
+  static std::atomic<bool> warned{false};
+  if (!warned.load(std::memory_order_acquire) && !warned.exchange(true)) {
+    std::vector<std::string> environment;
+    for (char** entry = environ; entry && *entry; ++entry) environment.emplace_back(*entry);
+    for (const std::string& warning : unknown_variable_warnings(environment)) {
+      RINGD_LOG(kWarn) << warning;
+    }
+  }
   return instance;
 }
 
 const std::vector<TunableInfo>& tunable_table() {
   static const std::vector<TunableInfo> table = {
-      {"RINGD_TIMEOUT", "30", "seconds any blocking wait (receive, send, rendezvous) may take"},
+      {"RINGD_TIMEOUT", "30",
+       "seconds any blocking wait (receive, send, rendezvous) may take; at most 1000000 (11.6 "
+       "days), as for every duration flag"},
       {"RINGD_SEGMENT_BYTES", "1M", "ring pipeline segment size (bytes; K/M/G suffixes)"},
       {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
       {"RINGD_SMALL_ALLREDUCE_BYTES", "32K",
@@ -197,9 +276,15 @@ const std::vector<TunableInfo>& tunable_table() {
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},
       {"RINGD_JOB_SECRET", "(unset)",
-       "per-job secret for the TCP challenge-response handshake; never sent on the wire"},
+       "per-job secret for the TCP challenge-response handshake; never sent on the wire. Unset "
+       "under mpirun (tcp/ibverbs without --rendezvous): rank 0 makes a random one and shares it "
+       "through MPI"},
       {"RINGD_JOB_SECRET_FILE", "(unset)", "file holding the job secret (e.g. a mounted Secret)"},
-      {"RINGD_LOG_LEVEL", "warn", "error, warn, info or debug"},
+      {"RINGD_LOG_LEVEL", "warn", "error, warn (or warning), info or debug, in any case; or 0..3"},
+      {"RINGD_LOG_FORMAT", "text",
+       "text: one line per message, \"[ringd r<rank> <level> <UTC date and time> <host> <pid>] "
+       "message\"; json: one JSON object per line with the same fields (time, level, host, pid, "
+       "rank, message)"},
       {"RINGD_IB_DEVICE", "(unset)",
        "RDMA device for --transport ibverbs (e.g. mlx5_0); unset = the first whose port is "
        "active"},
@@ -229,20 +314,28 @@ const std::vector<TunableInfo>& tunable_table() {
        "fusion engine: write a Chrome-trace JSON timeline to this file (rank 0; a %r in the path "
        "is replaced by the rank and then every rank writes one)"},
       {"RINGD_COMPRESSION", "none",
-       "fusion engine: float32 allreduces travel as none, fp16 or bf16 (each combine in f32)"},
+       "fusion engine: float32 allreduces travel as none, fp16 or bf16 (each combine in f32), or "
+       "dgc: deep gradient compression of sum/avg allreduces (train moves the momentum into it)"},
       {"RINGD_FUSION_THREADS", "0",
        "fusion engine: threads copying tensors in and out of the fusion buffer; 0 = min(4, cores)"},
       {"RINGD_AGENT_PORT", "29400",
        "ringd agent's exec service port (ringd exec, ringd launch's readiness ping use it too)"},
       {"RINGD_HTTP_PORT", "29401", "ringd agent's HTTP port: /healthz, /readyz, /metrics"},
       {"RINGD_METRICS_FILE", "(unset)",
-       "rank 0 of ringd bench writes its figures here as Prometheus text after every size; "
-       "ringd agent serves this file under /metrics"},
+       "rank 0 writes its figures here as Prometheus text: ringd bench after every size "
+       "(ringd_bench_*), ringd train at most once a second and after the last step "
+       "(ringd_train_*); ringd agent serves this file under /metrics"},
       {"RINGD_REPLICAS", "(unset)",
        "the StatefulSet's replicas; set, it makes this process a StatefulSet pod (rank = "
        "ordinal of its pod name, size = replicas)"},
       {"RINGD_SERVICE", "(set name)", "the headless Service that gives the pods DNS names"},
       {"RINGD_CLUSTER_DOMAIN", "cluster.local", "the cluster's DNS domain"},
+      {"RINGD_TRANSPORT", "(unset)",
+       "the transport of a job that does not name one (--transport; ringd.Job): tcp, mpi or "
+       "ibverbs; unset = mpi under mpirun where built in, else tcp"},
+      {"RINGD_RENDEZVOUS_PORT", "(MASTER_PORT + 1)",
+       "under torchrun: the port at MASTER_ADDR where rank 0 serves ringd's rendezvous store "
+       "(torchrun's own store holds MASTER_PORT)"},
   };
   return table;
 }
@@ -252,6 +345,11 @@ std::chrono::milliseconds parse_seconds(const std::string& name, const std::stri
   const double seconds = std::strtod(text.c_str(), &end);
   if (end == text.c_str() || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds)) {
     RINGD_THROW(kInvalidArgument, name << "=" << text << " is not a positive number of seconds");
+  }
+  if (seconds > kMaxSeconds) {
+    RINGD_THROW(kInvalidArgument, name << "=" << text << " is longer than the longest wait ringd "
+                                       << "allows, " << static_cast<int64_t>(kMaxSeconds)
+                                       << " s (11.6 days)");
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
 }

@@ -25,6 +25,7 @@ struct Tunables {
   std::string interface;   // RINGD_IFACE: network interface for tcp (e.g. eth0)
   std::string job_secret;  // RINGD_JOB_SECRET or contents of RINGD_JOB_SECRET_FILE
   int log_level = 1;       // RINGD_LOG_LEVEL: error=0 warn=1 info=2 debug=3
+  bool log_json = false;   // RINGD_LOG_FORMAT=json: one JSON object per log line
   std::string ib_device;   // RINGD_IB_DEVICE: RDMA device for ibverbs (empty = first active)
   int ib_port = 1;         // RINGD_IB_PORT
   int ib_gid_index = -1;   // RINGD_IB_GID_INDEX (-1 = auto)
@@ -38,8 +39,9 @@ struct Tunables {
   std::string timeline;                      // RINGD_TIMELINE: Chrome-trace JSON file
   std::string compression = "none";          // RINGD_COMPRESSION: none, fp16 or bf16
   int fusion_threads = 0;                    // RINGD_FUSION_THREADS (0 = min(4, cores))
-  // The launcher (docs/launcher.md). RINGD_REPLICAS, RINGD_SERVICE and RINGD_CLUSTER_DOMAIN are
-  // read with the pod's other identity inputs by src/launcher/topology.cc's environment lookup
+  // The launcher (docs/launcher.md). RINGD_REPLICAS, RINGD_SERVICE, RINGD_CLUSTER_DOMAIN,
+  // RINGD_TRANSPORT and RINGD_RENDEZVOUS_PORT are read with the process's other identity inputs
+  // by src/job/topology.cc's environment lookup
   // (so identity is unit-tested from a fake environment); they are listed in tunable_table().
   int agent_port = 29400;    // RINGD_AGENT_PORT: the agent's exec service
   int http_port = 29401;     // RINGD_HTTP_PORT: the agent's /healthz /readyz /metrics
@@ -53,11 +55,33 @@ struct TunableInfo {
 };
 
 // Parsed on first call; throws ringd::Error(kInvalidArgument) naming the variable when a value is
-// malformed.
+// malformed. The first call also warns once about each unknown RINGD_* variable in the environment
+// (unknown_variable_warnings).
 const Tunables& tunables();
+// The environment parsed now, every call (tunables() keeps its first result); for tests.
+Tunables load_tunables();
 const std::vector<TunableInfo>& tunable_table();
 
-// Helpers shared with the CLI: "30", "1.5" seconds; byte sizes "4096", "64K", "1M", "2G".
+// RINGD_* variables read by ringd's scripts (scripts/, bench/), not by the binary: never warned
+// about.
+const std::vector<std::string>& script_variables();
+
+// One warning per "NAME=VALUE" entry of `environment` whose NAME starts with RINGD_ but is neither
+// in tunable_table() nor in script_variables(), naming the closest known variable when one is
+// close ("RINGD_TIMOUT is not a ringd variable and is ignored; did you mean RINGD_TIMEOUT? ...").
+std::vector<std::string> unknown_variable_warnings(const std::vector<std::string>& environment);
+
+// RINGD_LOG_LEVEL's value -> 0 (error) .. 3 (debug): error/err, warn/warning, info, debug in any
+// case, or the digit. Throws kInvalidArgument naming the variable and the accepted words.
+int parse_log_level(const std::string& text);
+
+// The longest duration any flag or variable may give, in seconds: 1e6 s (11.6 days). Waits end at
+// a deadline of now + the duration on a 64-bit nanosecond clock, which a timeout of 1e10 s (317
+// years) overflowed into the past: the first wait timed out at once.
+constexpr double kMaxSeconds = 1e6;
+
+// Helpers shared with the CLI: "30", "1.5" seconds (at most kMaxSeconds); byte sizes "4096",
+// "64K", "1M", "2G".
 std::chrono::milliseconds parse_seconds(const std::string& name, const std::string& text);
 size_t parse_bytes(const std::string& name, const std::string& text);
 

@@ -1,8 +1,6 @@
 #include "ringd/types.h"
 
-#include <algorithm>
-#include <cctype>
-
+#include "common/text.h"
 #include "ringd/error.h"
 
 namespace ringd {
@@ -49,17 +47,8 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-namespace {
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-}  // namespace
-
 DataType parse_dtype(std::string_view text) {
-  const std::string t = lower(text);
+  const std::string t = lower_case(text);
   if (t == "float" || t == "f32" || t == "float32" || t == "fp32") return DataType::kFloat32;
   if (t == "double" || t == "f64" || t == "float64" || t == "fp64") return DataType::kFloat64;
   if (t == "half" || t == "f16" || t == "float16" || t == "fp16") return DataType::kFloat16;
@@ -73,7 +62,7 @@ DataType parse_dtype(std::string_view text) {
 }
 
 ReduceOp parse_reduce_op(std::string_view text) {
-  const std::string t = lower(text);
+  const std::string t = lower_case(text);
   if (t == "sum") return ReduceOp::kSum;
   if (t == "avg" || t == "mean") return ReduceOp::kAvg;
   if (t == "min") return ReduceOp::kMin;

@@ -20,6 +20,7 @@ const char* compression_name(Compression compression) {
     case Compression::kNone: return "none";
     case Compression::kFp16: return "fp16";
     case Compression::kBf16: return "bf16";
+    case Compression::kDgc: return "dgc";
   }
   return "?";
 }
@@ -28,7 +29,8 @@ Compression parse_compression(const std::string& text) {
   if (text == "none") return Compression::kNone;
   if (text == "fp16" || text == "half") return Compression::kFp16;
   if (text == "bf16" || text == "bfloat16") return Compression::kBf16;
-  RINGD_THROW(kInvalidArgument, "unknown compression '" << text << "'; valid: none fp16 bf16");
+  if (text == "dgc") return Compression::kDgc;
+  RINGD_THROW(kInvalidArgument, "unknown compression '" << text << "'; valid: none fp16 bf16 dgc");
 }
 
 namespace {
@@ -56,6 +58,14 @@ TensorParams checked_params(const Submission& s, int rank, int size, Compression
       params.op = s.op;
       if (s.tensor.dtype == DataType::kFloat32) {
         params.compression = s.compression.value_or(default_wire);
+        const bool sums = s.op == ReduceOp::kSum || s.op == ReduceOp::kAvg;
+        // DGC as the engine's default leaves min/max/prod alone; asked for by name, it is an error.
+        if (params.compression == Compression::kDgc && !sums) {
+          RINGD_CHECK_ARG(!s.compression.has_value(),
+                          where() << "dgc compression sums or averages; op " << reduce_op_name(s.op)
+                                  << " needs compression none");
+          params.compression = Compression::kNone;
+        }
       }
       break;
     case CollectiveKind::kBroadcast:
@@ -209,6 +219,8 @@ EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->stats;
 }
+
+void Engine::set_epoch(int epoch) { impl_->executor->set_epoch(epoch); }
 
 int Engine::rank() const { return impl_->ctx.rank(); }
 int Engine::size() const { return impl_->ctx.size(); }

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/tunables.h"
+#include "compression/dgc_options.h"
 #include "ringd/error.h"
 
 namespace ringd::fusion {
@@ -44,6 +45,8 @@ EngineConfig resolve_engine_config(const EngineOptions& options, const Context& 
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   config.copy_threads = options.copy_threads.value_or(t.fusion_threads);
   if (config.copy_threads <= 0) config.copy_threads = std::min(4, cores);
+  compression::check_dgc_options(options.dgc);
+  config.dgc = options.dgc;
   config.collective = options.collective;
   config.on_stall = options.on_stall;
   config.record_cycles = options.record_cycles;

@@ -21,6 +21,7 @@ struct EngineConfig {
   std::string timeline_path;  // "" = this rank writes no timeline
   Compression compression = Compression::kNone;
   int copy_threads = 1;
+  DgcOptions dgc;
   CollectiveOptions collective;
   // An idle engine still joins a cycle this often, so ranks that wait for it never wait longer
   // than this (well inside RINGD_TIMEOUT) and the stall inspector keeps seeing every rank.

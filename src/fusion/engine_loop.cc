@@ -113,10 +113,12 @@ bool Engine::Impl::run_cycle(bool shutting_down, Clock::time_point start) {
           }
           complete(ready.tensor, error);
         },
-        [this](size_t members, size_t) {
+        [this](size_t members, size_t, const fusion::Executor::Traffic& traffic) {
           std::lock_guard<std::mutex> lock(mutex);
           ++stats.buckets;
           if (members > 1) stats.fused_tensors += members;
+          stats.compressed_bytes += traffic.compressed_bytes;
+          stats.dgc_sparse_tensors += traffic.sparse_tensors;
         });
   } catch (...) {
     const std::exception_ptr error = std::current_exception();

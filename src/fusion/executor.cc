@@ -50,8 +50,9 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
                             {"bytes", static_cast<int64_t>(bucket.bytes)}});
       }
     }
+    Traffic traffic;
     try {
-      run_bucket(bucket, ready);
+      traffic = run_bucket(bucket, ready);
     } catch (const Error& error) {
       std::ostringstream os;
       os << "rank " << ctx_.rank() << ": " << collective_phase(bucket.kind) << " of "
@@ -59,7 +60,7 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
          << ") failed: " << error.what();
       throw Error(error.code(), os.str());
     }
-    bucket_done(bucket.members.size(), bucket.bytes);
+    bucket_done(bucket.members.size(), bucket.bytes, traffic);
     for (size_t i : bucket.members) complete(ready[i], nullptr);
     counts.bytes += bucket.bytes;
     ++counts.buckets;
@@ -68,12 +69,15 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
   return counts;
 }
 
-void Executor::run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
+Executor::Traffic Executor::run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
+  Traffic traffic;
+  traffic.compressed_bytes = bucket.bytes;
   switch (bucket.kind) {
-    case CollectiveKind::kAllreduce: run_allreduce(bucket, ready); return;
-    case CollectiveKind::kBroadcast: run_broadcast(bucket, ready); return;
-    case CollectiveKind::kAllgather: run_allgather(ready[bucket.members[0]]); return;
+    case CollectiveKind::kAllreduce: return run_allreduce(bucket, ready);
+    case CollectiveKind::kBroadcast: run_broadcast(bucket, ready); break;
+    case CollectiveKind::kAllgather: run_allgather(ready[bucket.members[0]]); break;
   }
+  return traffic;
 }
 
 void Executor::mark(const Bucket& bucket, std::vector<ReadyTensor>& ready, const char* phase,
@@ -91,17 +95,20 @@ void Executor::copy(const Bucket& bucket, std::vector<ReadyTensor>& ready,
   mark(bucket, ready, phase, start);
 }
 
-void Executor::run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
+Executor::Traffic Executor::run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
   const TensorParams& params = ready[bucket.members[0]].tensor.params;
   const Compression compression =
       params.dtype == DataType::kFloat32 ? params.compression : Compression::kNone;
+  if (compression == Compression::kDgc) return run_dgc(bucket, ready);
+  Traffic traffic;
+  traffic.compressed_bytes = bucket.bytes;
   if (bucket.members.size() == 1 && compression == Compression::kNone) {
     Tensor& tensor = ready[bucket.members[0]].tensor.tensor;
     const auto start = Timeline::Clock::now();
     allreduce(ctx_, tensor.data, tensor.data, tensor.count(), params.dtype, params.op,
               config_.collective);
     mark(bucket, ready, "allreduce", start);
-    return;
+    return traffic;
   }
   const DataType wire = wire_dtype(params.dtype, compression);
   const size_t wire_size = wire_element_size(params.dtype, compression);
@@ -126,6 +133,8 @@ void Executor::run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& rea
   mark(bucket, ready, "allreduce", start);
   copy(bucket, ready, std::move(out), convert ? CopyMode::kFromCompressed : CopyMode::kPlain,
        compression, "memcpy out");
+  traffic.compressed_bytes = total * wire_size;
+  return traffic;
 }
 
 void Executor::run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready) {

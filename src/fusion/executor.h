@@ -4,13 +4,18 @@
 //   ->  memcpy out (parallel)  ->  complete the members' handles
 //
 // A bucket of one tensor without compression skips both copies and runs on the caller's buffer.
+// A DGC bucket (executor_dgc.cc) compresses each member into pairs or a dense part instead.
 // Every rank runs the same buckets in the same order (the ready list is identical everywhere).
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <functional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "compression/dgc_compressor.h"
 #include "fusion/engine_config.h"
 #include "fusion/fusion_buffer.h"
 #include "fusion/fusion_plan.h"
@@ -24,8 +29,14 @@ class Executor {
  public:
   // Called once per tensor (error null = success). It must reset the tensor's handle.
   using Complete = std::function<void(ReadyTensor&, std::exception_ptr)>;
-  // Called after a bucket's collective, before its members complete: (members, payload bytes).
-  using BucketDone = std::function<void(size_t, size_t)>;
+  // What one bucket put on the network.
+  struct Traffic {
+    size_t compressed_bytes = 0;  // this rank's contribution after compression (EngineStats)
+    size_t sparse_tensors = 0;    // DGC members exchanged as pairs
+  };
+  // Called after a bucket's collective, before its members complete: (members, payload bytes,
+  // traffic).
+  using BucketDone = std::function<void(size_t, size_t, const Traffic&)>;
   struct Counts {
     size_t buckets = 0;
     size_t fused_tensors = 0;  // members of buckets of two or more
@@ -39,9 +50,14 @@ class Executor {
   Counts run(std::vector<ReadyTensor>& ready, const Complete& complete,
              const BucketDone& bucket_done);
 
+  // Engine::set_epoch(): read by DGC buckets (any thread may set it).
+  void set_epoch(int epoch) { epoch_.store(epoch); }
+
  private:
-  void run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready);
-  void run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  Traffic run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  Traffic run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  Traffic run_dgc(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  compression::DgcTensorState& dgc_state(const std::string& name, size_t count);
   void run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   void run_allgather(ReadyTensor& tensor);
   void copy(const Bucket& bucket, std::vector<ReadyTensor>& ready, std::vector<CopyPiece> pieces,
@@ -54,6 +70,10 @@ class Executor {
   Timeline* timeline_;
   FusionBuffer buffer_;
   ParallelCopier copier_;
+  std::atomic<int> epoch_{0};
+  // DGC's velocity and residual per tensor name; a name whose element count changes starts over.
+  std::unordered_map<std::string, compression::DgcTensorState> dgc_states_;
+  std::vector<compression::SparseEntry> dgc_entries_;  // reused between buckets
 };
 
 }  // namespace ringd::fusion

@@ -67,6 +67,7 @@ DataType wire_dtype(DataType dtype, Compression compression) {
     case Compression::kNone: return dtype;
     case Compression::kFp16: return DataType::kFloat16;
     case Compression::kBf16: return DataType::kBFloat16;
+    case Compression::kDgc: return dtype;  // pairs of float32 values (executor_dgc.cc)
   }
   return dtype;
 }

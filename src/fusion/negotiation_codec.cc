@@ -10,7 +10,7 @@ namespace pb = ::ringd::negotiation;
 
 constexpr uint32_t kDataTypes = static_cast<uint32_t>(DataType::kUInt8) + 1;
 constexpr uint32_t kReduceOps = static_cast<uint32_t>(ReduceOp::kProd) + 1;
-constexpr uint32_t kCompressions = static_cast<uint32_t>(Compression::kBf16) + 1;
+constexpr uint32_t kCompressions = static_cast<uint32_t>(Compression::kDgc) + 1;
 
 void to_proto(const TensorParams& params, pb::TensorParams* out) {
   out->set_kind(static_cast<pb::CollectiveKind>(params.kind));

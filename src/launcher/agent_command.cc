@@ -4,12 +4,16 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
+#include "cli/flag_checks.h"
 #include "common/logging.h"
 #include "common/tunables.h"
 #include "launcher/child_process.h"
@@ -34,18 +38,29 @@ not start. Words after "--" are `ringd launch` arguments, used on ordinal 0 only
 
   ringd agent -- --iface eth0 -- ringd train --epochs 1
 
+As the pod's PID 1 (and a child subreaper anywhere) it reaps every orphaned process of its jobs.
+On SIGTERM or SIGINT it sends SIGTERM to ringd launch, to each exec command's process group and to
+each orphan, SIGKILL after --stop-grace, then exits.
+
 See docs/launcher.md.
 )";
 
 struct AgentFlags {
-  uint16_t exec_port = 0;
-  uint16_t http_port = 0;
+  std::optional<uint16_t> exec_port;  // unset: RINGD_AGENT_PORT; 0: any free port
+  std::optional<uint16_t> http_port;  // unset: RINGD_HTTP_PORT; 0: any free port
   std::string bind = "0.0.0.0";
   std::vector<std::string> allow;
   std::string metrics_file;  // empty: RINGD_METRICS_FILE
   bool exit_with_launch = false;
-  TopologyFlags identity;
+  // Under the manifests' terminationGracePeriodSeconds (30 s, k8s/base/statefulset.yaml), so that
+  // the agent's SIGKILL, not the kubelet's, ends what ignored SIGTERM.
+  double stop_grace_seconds = 20;
+  job::TopologyFlags identity;
 };
+
+// How often the agent looks for orphans to reap when no SIGCHLD woke it (SIGCHLD is the main
+// trigger; the poll covers one coalesced with another while it was reaping).
+constexpr int kReapPollMs = 1000;
 
 // The agent's state that /metrics and /readyz read (atomics: the HTTP thread reads them).
 struct LaunchState {
@@ -80,6 +95,12 @@ std::string render_metrics(const ExecServerStats& stats, const LaunchState& laun
                 std::to_string(stats.killed.load()));
   out += metric("ringd_exec_running", "gauge", "children running now", labels,
                 std::to_string(stats.running.load()));
+  out += metric("ringd_exec_handshakes_dropped_total", "counter",
+                "connections dropped before authenticating: silent, slow, closed or pushed out",
+                labels, std::to_string(stats.handshakes_dropped.load()));
+  out += metric("ringd_exec_accept_failures_total", "counter",
+                "failed accepts (out of file descriptors); accepting pauses 100 ms each", labels,
+                std::to_string(stats.accept_failures.load()));
   if (launch.configured.load()) {
     out += metric("ringd_launch_running", "gauge", "1 while ringd launch runs (ordinal 0)", labels,
                   launch.running.load() ? "1" : "0");
@@ -96,6 +117,93 @@ std::string render_metrics(const ExecServerStats& stats, const LaunchState& laun
     if (!out.empty() && out.back() != '\n') out += '\n';
   }
   return out;
+}
+
+// Reaps the orphans that have ended, one line each (PID 1's duty; see reap_orphans()).
+void reap_and_log(const std::string& name) {
+  for (const ReapedOrphan& orphan : reap_orphans()) {
+    std::fprintf(stderr, "ringd agent %s: reaped orphaned process %d (%s)\n", name.c_str(),
+                 static_cast<int>(orphan.pid), describe_wait_status(orphan.wait_status).c_str());
+  }
+}
+
+// Reads every pending signal; returns the last SIGTERM or SIGINT among them, 0 for SIGCHLD alone.
+int read_signals(int signal_fd) {
+  int stop_signal = 0;
+  signalfd_siginfo info{};
+  while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    if (info.ssi_signo != SIGCHLD) stop_signal = static_cast<int>(info.ssi_signo);
+  }
+  return stop_signal;
+}
+
+std::string pid_list(const std::vector<pid_t>& pids) {
+  std::string out;
+  for (pid_t pid : pids) out += (out.empty() ? "" : " ") + std::to_string(pid);
+  return out;
+}
+
+// Sends SIGTERM or SIGKILL to each running orphan; returns how many.
+size_t signal_orphans(const std::string& name, int signal_number, const char* why) {
+  const std::vector<pid_t> orphans = running_orphans();
+  if (orphans.empty()) return 0;
+  for (pid_t pid : orphans) ::kill(pid, signal_number);
+  std::fprintf(stderr, "ringd agent %s: %s to %zu orphaned process(es)%s (pids %s)\n", name.c_str(),
+               signal_number == SIGKILL ? "SIGKILL" : "SIGTERM", orphans.size(), why,
+               pid_list(orphans).c_str());
+  return orphans.size();
+}
+
+// Ends everything the agent started or adopted within `grace`: SIGTERM at once to ringd launch
+// (`signal_number` there: launch forwards it to mpirun), to each exec command's process group and
+// to each orphan; SIGKILL to whatever runs after `grace`; orphans reaped as they end. Returns once
+// nothing is left or, for processes that SIGKILL cannot end at once, a second after the grace.
+void stop_job(const std::string& name, int signal_number, std::chrono::milliseconds grace,
+              ChildProcess* launcher, ExecServer* exec_server, int signal_fd) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + grace;
+  const auto left = [&deadline] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  if (launcher && !launcher->exited()) {
+    launcher->signal_leader(signal_number);
+    std::fprintf(stderr, "ringd agent %s: signal %d forwarded to ringd launch (pid %d)\n",
+                 name.c_str(), signal_number, static_cast<int>(launcher->pid()));
+  }
+  signal_orphans(name, SIGTERM, "");
+  const int64_t exec_running = exec_server->stats().running.load();
+  if (exec_running > 0) {
+    std::fprintf(stderr,
+                 "ringd agent %s: SIGTERM to the process groups of %lld exec command(s), SIGKILL "
+                 "after %lld ms\n",
+                 name.c_str(), static_cast<long long>(exec_running),
+                 static_cast<long long>(grace.count()));
+  }
+  exec_server->stop();  // returns once every exec command ended: within the grace, or killed
+  if (launcher && !launcher->exited() && !launcher->wait_for_exit(left())) {
+    std::fprintf(stderr, "ringd agent %s: ringd launch still running after %lld ms: SIGKILL\n",
+                 name.c_str(), static_cast<long long>(grace.count()));
+    launcher->terminate({});
+  }
+  // Orphans: until they are gone or the grace is over, woken by SIGCHLD.
+  const auto wait_for_orphans = [&](std::chrono::milliseconds bound) {
+    const Clock::time_point until = Clock::now() + bound;
+    while (true) {
+      reap_and_log(name);
+      if (running_orphans().empty() || Clock::now() >= until) break;
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      pollfd entry{signal_fd, POLLIN, 0};
+      ::poll(&entry, 1, static_cast<int>(std::clamp<int64_t>(wait.count(), 1, kReapPollMs)));
+      read_signals(signal_fd);  // a second SIGTERM changes nothing: the grace is already bounded
+    }
+    reap_and_log(name);
+  };
+  wait_for_orphans(left());
+  if (signal_orphans(name, SIGKILL, " still running after the grace") > 0) {
+    wait_for_orphans(std::chrono::seconds(1));
+  }
+  std::fprintf(stderr, "ringd agent %s: stopped\n", name.c_str());
 }
 
 std::string self_path() {
@@ -117,50 +225,74 @@ int run_agent_command(int argc, const char* const* argv) {
                "ringd agent"};
   app.footer(kAgentFooter);
   app.add_option("--exec-port", flags.exec_port,
-                 "exec service port (default RINGD_AGENT_PORT, 29400)");
-  app.add_option("--http-port", flags.http_port, "HTTP port (default RINGD_HTTP_PORT, 29401)");
+                 "exec service port (default RINGD_AGENT_PORT, 29400; 0 = any free port, printed "
+                 "at start)");
+  app.add_option("--http-port", flags.http_port,
+                 "HTTP port (default RINGD_HTTP_PORT, 29401; 0 = any free port, printed at start)");
   app.add_option("--bind", flags.bind, "address to listen on (default 0.0.0.0)");
   app.add_option("--allow", flags.allow,
-                 "also allow this program (base name) besides orted, prted and ringd; repeatable");
+                 "also allow this program besides orted, prted and ringd: a base name found on the "
+                 "agent's PATH, or an absolute path; compared by real path; repeatable");
   app.add_option("--metrics-file", flags.metrics_file,
                  "Prometheus text file written by the run's rank 0, appended to /metrics "
                  "(default RINGD_METRICS_FILE)");
   app.add_flag("--exit-with-launch", flags.exit_with_launch,
                "on ordinal 0: exit with ringd launch's exit code instead of serving on");
+  app.add_option("--stop-grace", flags.stop_grace_seconds,
+                 "on SIGTERM/SIGINT: seconds the job's processes get to end before SIGKILL "
+                 "(default 20; keep it under the pod's terminationGracePeriodSeconds)")
+      ->check(cli::finite_range(0, kMaxSeconds));
   add_identity_options(&app, &flags.identity);
   const int parsed = parse_words(&app, words);
   if (parsed >= 0) return parsed;
 
-  PodIdentity pod;
+  job::PodIdentity pod;
   std::string name;
   std::string secret;
+  std::string not_ready;  // why /readyz answers 503; "" once the identity resolved
   try {
     const Tunables& t = tunables();
     secret = t.job_secret;
-    if (flags.exec_port == 0) flags.exec_port = static_cast<uint16_t>(t.agent_port);
-    if (flags.http_port == 0) flags.http_port = static_cast<uint16_t>(t.http_port);
+    if (!flags.exec_port) flags.exec_port = static_cast<uint16_t>(t.agent_port);
+    if (!flags.http_port) flags.http_port = static_cast<uint16_t>(t.http_port);
     if (flags.metrics_file.empty()) flags.metrics_file = t.metrics_file;
-    const EnvLookup env = process_environment();
+    const job::EnvLookup env = job::process_environment();
     try {
-      pod = resolve_pod_identity(flags.identity, env);
+      pod = job::resolve_pod_identity(flags.identity, env);
       name = pod.set_name + "-" + std::to_string(pod.ordinal);
-    } catch (const Error&) {
+    } catch (const Error& error) {
       if (has_launch) throw;  // launching needs to know the pods; serving alone does not
+      job::check_explicit_pod_name(flags.identity, env);  // only an absent pod name falls back
       const char* host = env("HOSTNAME");
       name = host ? host : "agent";
+      not_ready = std::string("the pod's identity is not resolved: ") + error.what() + "\n";
+      std::fprintf(stderr, "ringd agent %s: warning: /readyz answers 503: %s", name.c_str(),
+                   not_ready.c_str());
     }
   } catch (const std::exception& error) {
     print_pod_error("agent", error);
     return kLaunchUsage;
   }
 
-  // SIGTERM (pod deletion) and SIGINT end the agent in order; they arrive through a signalfd.
+  // SIGTERM (pod deletion) and SIGINT end the agent in order, SIGCHLD says an orphan may wait to
+  // be reaped; they arrive through a signalfd, blocked before any thread starts.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &signals, nullptr);
-  tcp::Fd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC));
+  tcp::Fd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  // PID 1's duty, the same when it is not PID 1 (tests, a shared process namespace): processes
+  // orphaned below the agent become its children, and it reaps them.
+  if (!become_child_subreaper()) {
+    std::fprintf(stderr,
+                 "ringd agent %s: warning: cannot become a child subreaper (%s): orphans of its "
+                 "commands go to PID 1\n",
+                 name.c_str(), std::strerror(errno));
+  }
+  const auto stop_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(flags.stop_grace_seconds * 1000));
 
   LaunchState launch;
   std::unique_ptr<ExecServer> exec_server;
@@ -168,19 +300,24 @@ int run_agent_command(int argc, const char* const* argv) {
   try {
     ExecServerOptions options;
     options.bind_host = flags.bind;
-    options.port = flags.exec_port;
+    options.port = *flags.exec_port;
     options.secret = secret;
     options.name = name;
     options.allowed = default_allowed_programs();
     options.allowed.insert(options.allowed.end(), flags.allow.begin(), flags.allow.end());
+    options.stop_grace = stop_grace;
     exec_server = std::make_unique<ExecServer>(options);
     const ExecServer* server = exec_server.get();
     http_server = std::make_unique<HttpServer>(
-        flags.bind, flags.http_port,
-        [server, &launch, name, metrics_file = flags.metrics_file](const std::string& path) {
+        flags.bind, *flags.http_port,
+        [server, &launch, name, not_ready,
+         metrics_file = flags.metrics_file](const std::string& path) {
           HttpResponse response;
-          if (path == "/healthz" || path == "/readyz") {
+          if (path == "/healthz" || (path == "/readyz" && not_ready.empty())) {
             response.body = "ok\n";
+          } else if (path == "/readyz") {
+            response.status = 503;
+            response.body = "not ready: " + not_ready;
           } else if (path == "/metrics") {
             response.content_type = "text/plain; version=0.0.4; charset=utf-8";
             response.body = render_metrics(server->stats(), launch, name, metrics_file);
@@ -217,23 +354,24 @@ int run_agent_command(int argc, const char* const* argv) {
   }
 
   int exit_code = 0;
-  while (true) {
+  int stop_signal = 0;
+  while (stop_signal == 0) {
+    // Watched until its end is recorded, not while exited() is false: the reaper thread sets
+    // exited() before the SIGCHLD-woken loop has seen the exit, and the byte on exit_fd() stays.
+    const bool watch_launch = launcher && launch.running.load();
     pollfd fds[2] = {{signal_fd.get(), POLLIN, 0},
-                     {launcher && !launcher->exited() ? launcher->exit_fd() : -1, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
-    if (fds[0].revents) {
-      signalfd_siginfo info{};
-      ssize_t ignored = ::read(signal_fd.get(), &info, sizeof(info));
-      (void)ignored;
-      std::fprintf(stderr, "ringd agent %s: signal %u: stopping\n", name.c_str(), info.ssi_signo);
-      if (launcher && !launcher->exited()) {
-        // launch forwards it to mpirun and waits for the job to end.
-        launcher->signal_leader(static_cast<int>(info.ssi_signo));
-        if (!launcher->wait_for_exit(std::chrono::seconds(25))) launcher->terminate({});
-      }
+                     {watch_launch ? launcher->exit_fd() : -1, POLLIN, 0}};
+    if (::poll(fds, 2, kReapPollMs) < 0 && errno != EINTR) {
+      stop_signal = SIGTERM;
       break;
     }
-    if (fds[1].revents && launcher) {
+    if (fds[0].revents) stop_signal = read_signals(signal_fd.get());
+    reap_and_log(name);  // on SIGCHLD, and every kReapPollMs in case one was missed
+    if (stop_signal != 0) {
+      std::fprintf(stderr, "ringd agent %s: signal %d: stopping\n", name.c_str(), stop_signal);
+      break;
+    }
+    if (watch_launch && (fds[1].revents || launcher->exited())) {
       launcher->wait_for_exit(std::chrono::milliseconds(-1));
       launch.running = false;
       launch.exit_code = launcher->exit_code();
@@ -242,12 +380,12 @@ int run_agent_command(int argc, const char* const* argv) {
                    flags.exit_with_launch ? "" : "; serving on");
       if (flags.exit_with_launch) {
         exit_code = launcher->exit_code();
-        break;
+        stop_signal = SIGTERM;
       }
     }
   }
   http_server.reset();
-  exec_server->stop();
+  stop_job(name, stop_signal, stop_grace, launcher.get(), exec_server.get(), signal_fd.get());
   return exit_code;
 }
 
@@ -282,7 +420,7 @@ int run_exec_command(int argc, const char* const* argv) {
         if (option == "--port") {
           uint16_t port = 0;
           std::string host;
-          parse_host_port("--port", "h:" + value, &host, &port);
+          job::parse_host_port("--port", "h:" + value, &host, &port);
           command.port = port;
         } else {
           command.connect_timeout = parse_seconds("--timeout", value);

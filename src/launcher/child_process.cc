@@ -1,5 +1,6 @@
 #include "launcher/child_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,7 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 
 #include "ringd/error.h"
 
@@ -16,6 +21,57 @@ extern char** environ;
 
 namespace ringd::launcher {
 namespace {
+
+// The pids that ChildProcess reaper threads wait for. spawn() holds the mutex from fork() until the
+// new pid is in the set, and a reaper thread removes its pid only after waitpid() returned it;
+// reap_orphans() looks a zombie up and reaps it under the same mutex. So it never takes a tracked
+// child's exit status, not even that of a child which died before spawn() returned.
+struct TrackedChildren {
+  std::mutex mutex;
+  std::unordered_multiset<pid_t> pids;  // guarded by mutex
+};
+
+TrackedChildren& tracked_children() {
+  static TrackedChildren* const tracked = new TrackedChildren();  // outlives detached threads
+  return *tracked;
+}
+
+struct ProcessState {
+  pid_t pid;
+  char state;  // 'Z': a zombie, ended and waiting to be reaped
+};
+
+// This process's children, tracked or not, from /proc/<pid>/stat ("pid (comm) state ppid ...").
+// Linux has no call that lists them: waitid(P_ALL, WNOHANG | WNOWAIT) shows one zombie, any
+// one, so a tracked zombie would hide untracked ones behind it.
+std::vector<ProcessState> children_in_proc() {
+  std::vector<ProcessState> children;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return children;
+  const pid_t self = ::getpid();
+  while (const dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // it ended meanwhile
+    char stat[512];
+    const ssize_t got = ::read(fd, stat, sizeof(stat) - 1);
+    ::close(fd);
+    if (got <= 0) continue;
+    stat[got] = '\0';
+    // The command name may hold spaces and parentheses: the fields resume after the last ')'.
+    const char* name_end = std::strrchr(stat, ')');
+    char state = 0;
+    int ppid = 0;
+    if (name_end == nullptr || std::sscanf(name_end + 1, " %c %d", &state, &ppid) != 2) continue;
+    if (ppid == self) children.push_back({static_cast<pid_t>(pid), state});
+  }
+  ::closedir(proc);
+  return children;
+}
 
 void make_pipe(tcp::Fd* read_end, tcp::Fd* write_end) {
   int fds[2];
@@ -104,12 +160,19 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
   make_pipe(&child->exit_read_, &child->exit_write_);
 
   const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) RINGD_THROW(kIo, "fork for " << program << ": " << std::strerror(errno));
-  if (pid == 0) {
-    exec_child(options, program.c_str(), argv.data(), envp.data(), child_stdin.get(),
-               child_stdout.get(), child_stderr.get(), error_write.get(), parent);
+  pid_t pid;
+  {
+    // Registered before anyone can look: see TrackedChildren.
+    TrackedChildren& tracked = tracked_children();
+    std::lock_guard<std::mutex> lock(tracked.mutex);
+    pid = ::fork();
+    if (pid == 0) {
+      exec_child(options, program.c_str(), argv.data(), envp.data(), child_stdin.get(),
+                 child_stdout.get(), child_stderr.get(), error_write.get(), parent);
+    }
+    if (pid > 0) tracked.pids.insert(pid);
   }
+  if (pid < 0) RINGD_THROW(kIo, "fork for " << program << ": " << std::strerror(errno));
   child->pid_ = pid;
   error_write.reset();
   child_stdin.reset();
@@ -123,6 +186,12 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
   child->reaper_ = std::thread([raw] {
     int status = 0;
     while (::waitpid(raw->pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    {
+      TrackedChildren& tracked = tracked_children();
+      std::lock_guard<std::mutex> lock(tracked.mutex);
+      const auto entry = tracked.pids.find(raw->pid_);
+      if (entry != tracked.pids.end()) tracked.pids.erase(entry);
     }
     raw->status_.store(status);
     raw->exited_.store(true);
@@ -148,11 +217,43 @@ ChildProcess::~ChildProcess() {
   if (reaper_.joinable()) reaper_.join();
 }
 
-std::string ChildProcess::describe_status() const {
-  const int status = status_.load();
-  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
-  return "exit " + std::to_string(WEXITSTATUS(status));
+std::string describe_wait_status(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return "signal " + std::to_string(WTERMSIG(wait_status));
+  return "exit " + std::to_string(WEXITSTATUS(wait_status));
 }
+
+bool become_child_subreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0; }
+
+std::vector<ReapedOrphan> reap_orphans() {
+  std::vector<ReapedOrphan> reaped;
+  // Without a zombie child of any kind there is nothing to look for (the common case, one call).
+  siginfo_t info{};
+  if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) {
+    return reaped;
+  }
+  TrackedChildren& tracked = tracked_children();
+  for (const ProcessState& child : children_in_proc()) {
+    if (child.state != 'Z') continue;
+    std::lock_guard<std::mutex> lock(tracked.mutex);
+    if (tracked.pids.count(child.pid) != 0) continue;  // its reaper thread's
+    int status = 0;
+    if (::waitpid(child.pid, &status, WNOHANG) == child.pid) reaped.push_back({child.pid, status});
+  }
+  return reaped;
+}
+
+std::vector<pid_t> running_orphans() {
+  std::vector<pid_t> running;
+  TrackedChildren& tracked = tracked_children();
+  for (const ProcessState& child : children_in_proc()) {
+    if (child.state == 'Z') continue;
+    std::lock_guard<std::mutex> lock(tracked.mutex);
+    if (tracked.pids.count(child.pid) == 0) running.push_back(child.pid);
+  }
+  return running;
+}
+
+std::string ChildProcess::describe_status() const { return describe_wait_status(status_.load()); }
 
 int ChildProcess::exit_code() const {
   const int status = status_.load();

@@ -4,6 +4,10 @@
 // group, so it and everything it starts can be signalled together) and with SIGKILL on the death
 // of the thread that started it. A reaper thread blocks in waitpid() and then makes exit_fd()
 // readable, so callers wait for the child in the same poll() as for everything else.
+//
+// The agent is PID 1 of its pod and a child subreaper, so descendants orphaned by their parent's
+// death become its children too: reap_orphans() reaps those and only those, never a child that a
+// ChildProcess waits for (its reaper thread alone collects that exit status).
 #pragma once
 
 #include <sys/types.h>
@@ -76,6 +80,26 @@ class ChildProcess {
   std::atomic<int> status_{0};
   std::thread reaper_;
 };
+
+// "exit N" or "signal N" for a status from waitpid().
+std::string describe_wait_status(int wait_status);
+
+// Marks this process a child subreaper (prctl PR_SET_CHILD_SUBREAPER): orphaned descendants are
+// reparented to it instead of to PID 1, so it reaps them the same way whether it is PID 1 or not.
+// False, with errno set, when the kernel refuses.
+bool become_child_subreaper();
+
+// Children of this process that no ChildProcess tracks: orphaned descendants reparented to it.
+// Call these from one thread only: a pid they return stays this process's child (and cannot be
+// reused) until that thread reaps it.
+struct ReapedOrphan {
+  pid_t pid = -1;
+  int wait_status = 0;
+};
+// Reaps every untracked child that has ended and returns them; does not block.
+std::vector<ReapedOrphan> reap_orphans();
+// The untracked children still running (zombies excluded).
+std::vector<pid_t> running_orphans();
 
 // The executable `name` would run as: itself when it contains '/', else the first executable file
 // of that name in the ':'-separated `path`; "" when none.

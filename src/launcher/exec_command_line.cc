@@ -24,7 +24,7 @@ bool is_name(const std::string& text) {
 
 class Tokenizer {
  public:
-  Tokenizer(const std::string& line, const EnvLookup& env,
+  Tokenizer(const std::string& line, const job::EnvLookup& env,
             const std::map<std::string, std::string>* assigned)
       : line_(line), env_(env), assigned_(assigned) {}
 
@@ -138,7 +138,7 @@ class Tokenizer {
   }
 
   const std::string& line_;
-  const EnvLookup& env_;
+  const job::EnvLookup& env_;
   const std::map<std::string, std::string>* assigned_;
   size_t at_ = 0;
 };
@@ -167,7 +167,7 @@ std::string strip_profile_wrapper(const std::string& line) {
 
 }  // namespace
 
-ExecCommand parse_exec_command_line(const std::string& raw_line, const EnvLookup& env) {
+ExecCommand parse_exec_command_line(const std::string& raw_line, const job::EnvLookup& env) {
   const std::string line = strip_profile_wrapper(raw_line);
   ExecCommand command;
   std::map<std::string, std::string> assigned;
@@ -219,18 +219,6 @@ ExecCommand parse_exec_command_line(const std::string& raw_line, const EnvLookup
     RINGD_THROW(kInvalidArgument, "exec: no program to run in: '" << line << "'");
   }
   return command;
-}
-
-std::string check_allowed(const ExecCommand& command, const std::vector<std::string>& allowed) {
-  const std::string& program = command.argv.at(0);
-  const std::string base = program.substr(program.rfind('/') + 1);
-  for (const std::string& name : allowed) {
-    if (base == name) return "";
-  }
-  std::string list;
-  for (const std::string& name : allowed) list += (list.empty() ? "" : ", ") + name;
-  return "program '" + program + "' is not allowed here (allowed: " + list +
-         "; an agent runs more with --allow PROGRAM)";
 }
 
 const std::vector<std::string>& default_allowed_programs() {

@@ -9,16 +9,17 @@
 // a backslash outside quotes escapes the next character; $NAME, ${NAME} and ${NAME:-WORD} expand
 // from the agent's environment and earlier assignments (Open MPI's --prefix form is
 // "PATH=/opt/bin:$PATH ; export PATH ; ... orted ..."). Anything else a shell would treat
-// specially outside quotes (| & < > ( ) ` $( and ; in any other position) is refused, as is a
-// PROGRAM whose base name is not on the allow-list. Open MPI's wrapper for sh/ksh remote shells,
-// "( test ! -r ./.profile || . ./.profile; LINE )", is accepted as LINE (no profile is sourced).
+// specially outside quotes (| & < > ( ) ` $( and ; in any other position) is refused. Which
+// PROGRAM and which assignments the agent then accepts is exec_allow_list.h's rule. Open MPI's
+// wrapper for sh/ksh remote shells, "( test ! -r ./.profile || . ./.profile; LINE )", is accepted
+// as LINE (no profile is sourced).
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "launcher/topology.h"
+#include "job/topology.h"
 
 namespace ringd::launcher {
 
@@ -28,12 +29,10 @@ struct ExecCommand {
 };
 
 // Throws ringd::Error(kInvalidArgument) saying what in `line` is not allowed.
-ExecCommand parse_exec_command_line(const std::string& line, const EnvLookup& env);
+ExecCommand parse_exec_command_line(const std::string& line, const job::EnvLookup& env);
 
-// "" when argv[0]'s base name is in `allowed`, else the reason for refusing.
-std::string check_allowed(const ExecCommand& command, const std::vector<std::string>& allowed);
-
-// Programs an agent runs without --allow: Open MPI's daemons and ringd itself.
+// Programs an agent runs without --allow: Open MPI's daemons and ringd itself (base names, found on
+// the agent's PATH: exec_allow_list.h).
 const std::vector<std::string>& default_allowed_programs();
 
 // Joins `words` with spaces, as ssh does with its command arguments.

@@ -101,38 +101,68 @@ SessionKeys client_handshake(int fd, const std::string& secret, const std::strin
           derive(secret, "ringd exec key agent->client", client_nonce, server_nonce)};
 }
 
+ServerHandshake::ServerHandshake(const std::string& secret, std::string peer)
+    : secret_(secret), peer_(std::move(peer)) {}
+
+size_t ServerHandshake::wanted() const {
+  switch (step_) {
+    case Step::kHeader: return 8;
+    case Step::kNonce: return kNonceBytes;
+    case Step::kProof: return 32;
+    case Step::kDone: break;
+  }
+  return 0;
+}
+
+void ServerHandshake::consume(const uint8_t* data, std::string* reply) {
+  const auto append = [reply](const void* bytes, size_t count) {
+    reply->append(static_cast<const char*>(bytes), count);
+  };
+  if (step_ == Step::kHeader) {
+    // Answer a foreign version with our own header first, so the client can say which it met.
+    uint8_t header[8];
+    put_header(header);
+    if (std::memcmp(data, kMagic, 4) == 0) append(header, sizeof(header));
+    check_header(data, peer_);
+    step_ = Step::kNonce;
+  } else if (step_ == Step::kNonce) {
+    std::memcpy(client_nonce_, data, kNonceBytes);
+    tcp::random_bytes(server_nonce_, kNonceBytes);
+    const Sha256Digest proof = derive(secret_, "ringd exec agent", client_nonce_, server_nonce_);
+    append(server_nonce_, kNonceBytes);
+    append(proof.data(), proof.size());
+    step_ = Step::kProof;
+  } else if (step_ == Step::kProof) {
+    const Sha256Digest expected =
+        derive(secret_, "ringd exec client", client_nonce_, server_nonce_);
+    if (!digest_equal(expected.data(), data, expected.size())) {
+      append(&kStatusWrongSecret, 1);
+      RINGD_THROW(kAuth, peer_ << " does not know this job's secret (wrong proof)");
+    }
+    append(&kStatusAccepted, 1);
+    keys_ = {derive(secret_, "ringd exec key agent->client", client_nonce_, server_nonce_),
+             derive(secret_, "ringd exec key client->agent", client_nonce_, server_nonce_)};
+    step_ = Step::kDone;
+  }
+}
+
 SessionKeys server_handshake(int fd, const std::string& secret, const std::string& peer,
                              Deadline deadline) {
-  uint8_t hello[kHelloBytes];
-  receive_or_throw(fd, hello, 8, peer, "the exec handshake", deadline);
-  // Answer a foreign version with our own header first, so the client can say which it met.
-  uint8_t challenge[kChallengeBytes];
-  put_header(challenge);
-  const bool magic_ok = std::memcmp(hello, kMagic, 4) == 0;
-  if (magic_ok) tcp::send_immediately(fd, challenge, 8);
-  check_header(hello, peer);
-  receive_or_throw(fd, hello + 8, kNonceBytes, peer, "the exec handshake", deadline);
-  const uint8_t* client_nonce = hello + 8;
-  uint8_t* server_nonce = challenge + 8;
-  tcp::random_bytes(server_nonce, kNonceBytes);
-  const Sha256Digest proof = derive(secret, "ringd exec agent", client_nonce, server_nonce);
-  std::memcpy(challenge + 8 + kNonceBytes, proof.data(), proof.size());
-  send_or_throw(fd, challenge + 8, sizeof(challenge) - 8, peer, "the exec handshake's challenge",
-                deadline);
-
-  uint8_t client_proof[32];
-  receive_or_throw(fd, client_proof, sizeof(client_proof), peer, "the exec handshake's proof",
-                   deadline);
-  const Sha256Digest expected = derive(secret, "ringd exec client", client_nonce, server_nonce);
-  const bool ok = digest_equal(expected.data(), client_proof, expected.size());
-  if (!ok) {
-    // Best effort: a client that already found our proof wrong has gone away.
-    tcp::send_immediately(fd, &kStatusWrongSecret, 1);
-    RINGD_THROW(kAuth, peer << " does not know this job's secret (wrong proof)");
+  ServerHandshake handshake(secret, peer);
+  while (!handshake.done()) {
+    uint8_t input[32];
+    receive_or_throw(fd, input, handshake.wanted(), peer, "the exec handshake", deadline);
+    std::string reply;
+    try {
+      handshake.consume(input, &reply);
+    } catch (const Error&) {
+      // Best effort: a client that already found our proof wrong has gone away.
+      tcp::send_immediately(fd, reply.data(), reply.size());
+      throw;
+    }
+    send_or_throw(fd, reply.data(), reply.size(), peer, "the exec handshake's reply", deadline);
   }
-  send_or_throw(fd, &kStatusAccepted, 1, peer, "the exec handshake's result", deadline);
-  return {derive(secret, "ringd exec key agent->client", client_nonce, server_nonce),
-          derive(secret, "ringd exec key client->agent", client_nonce, server_nonce)};
+  return handshake.keys();
 }
 
 std::string Channel::encode(MessageType type, std::string_view payload) {

@@ -75,6 +75,31 @@ SessionKeys client_handshake(int fd, const std::string& secret, const std::strin
 SessionKeys server_handshake(int fd, const std::string& secret, const std::string& peer,
                              Deadline deadline);
 
+// The agent's half of the handshake as a state machine without I/O, so that one thread can carry
+// many connections through it at once (exec_handshakes.h) and a silent client costs no thread.
+// The caller reads exactly wanted() bytes, hands them to consume() and sends what it appended to
+// `reply`; consume() throws (kProtocol, kAuth) after appending what the client should still get
+// (our header for a foreign version, the wrong-secret status), so the caller sends `reply` best
+// effort before giving up on the connection.
+class ServerHandshake {
+ public:
+  // `secret` must outlive this object.
+  ServerHandshake(const std::string& secret, std::string peer);
+  size_t wanted() const;  // bytes the next step needs; 0 once done()
+  bool done() const { return step_ == Step::kDone; }
+  void consume(const uint8_t* data, std::string* reply);
+  const SessionKeys& keys() const { return keys_; }  // once done()
+
+ private:
+  enum class Step { kHeader, kNonce, kProof, kDone };
+  const std::string& secret_;
+  std::string peer_;
+  Step step_ = Step::kHeader;
+  uint8_t client_nonce_[kNonceBytes] = {};
+  uint8_t server_nonce_[kNonceBytes] = {};
+  SessionKeys keys_;
+};
+
 // The key derivation and proofs, exposed for tests.
 Sha256Digest derive(const std::string& secret, const char* label, const uint8_t* client_nonce,
                     const uint8_t* server_nonce);

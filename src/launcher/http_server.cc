@@ -5,28 +5,59 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <vector>
 
+#include "common/logging.h"
 #include "ringd/error.h"
 
 namespace ringd::launcher {
 namespace {
 
-constexpr std::chrono::seconds kClientTimeout{2};
-constexpr size_t kMaxRequestBytes = 8 << 10;
+// New connections taken per wake-up: fewer than the cap, so that a flood cannot push out a
+// connection accepted in the same round before its request was read.
+constexpr size_t kMaxAcceptsPerWake = 16;
+// accept() failing for lack of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves the listener
+// readable: it is left out of poll() this long instead of spinning on it.
+constexpr std::chrono::milliseconds kAcceptPause{100};
 
 const char* reason_phrase(int status) {
   switch (status) {
     case 200: return "OK";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Error";
   }
 }
 
+bool request_complete(const std::string& request) {
+  return request.find("\r\n\r\n") != std::string::npos || request.find("\n\n") != std::string::npos;
+}
+
+std::string render(const HttpResponse& response) {
+  return "HTTP/1.0 " + std::to_string(response.status) + " " + reason_phrase(response.status) +
+         "\r\nContent-Type: " + response.content_type +
+         "\r\nContent-Length: " + std::to_string(response.body.size()) +
+         "\r\nConnection: close\r\n\r\n" + response.body;
+}
+
 }  // namespace
+
+// One client: reading its request, then writing the reply; closed when done or at its deadline.
+struct HttpServer::Client {
+  tcp::Fd fd;
+  tcp::Deadline deadline;
+  std::string request;  // at most kMaxRequestBytes (+ one read)
+  std::string reply;    // empty while reading
+  size_t sent = 0;
+  bool done = false;
+};
 
 std::string parse_get_path(const std::string& request) {
   if (request.rfind("GET ", 0) != 0) return "";
@@ -56,48 +87,116 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::loop() {
+  std::vector<Client> clients;
+  std::vector<pollfd> fds;
+  tcp::Deadline accept_paused_until{};
+  bool accept_failing = false;  // logged once per episode
   while (true) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {stop_read_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
-    if (fds[1].revents) return;
-    if (!(fds[0].revents & POLLIN)) continue;
-    tcp::Fd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (client.valid()) answer(client.get());
+    const tcp::Deadline now = tcp::Clock::now();
+    const bool accepting = now >= accept_paused_until;
+    fds.assign({{stop_read_.get(), POLLIN, 0}, {accepting ? listener_.get() : -1, POLLIN, 0}});
+    tcp::Deadline wake = accepting ? tcp::Deadline::max() : accept_paused_until;
+    for (const Client& client : clients) {
+      fds.push_back(
+          {client.fd.get(), static_cast<short>(client.reply.empty() ? POLLIN : POLLOUT), 0});
+      wake = std::min(wake, client.deadline);
+    }
+    const int timeout_ms =
+        wake == tcp::Deadline::max() ? -1 : static_cast<int>(tcp::remaining_ms(wake) + 1);
+    if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return;
+    if (fds[0].revents) return;
+    for (size_t i = 0; i < clients.size(); ++i) {
+      if (fds[i + 2].revents) serve(clients[i]);
+    }
+    const tcp::Deadline after = tcp::Clock::now();
+    clients.erase(std::remove_if(clients.begin(), clients.end(),
+                                 [after](const Client& client) {
+                                   return client.done || after >= client.deadline;
+                                 }),
+                  clients.end());
+    if (!(fds[1].revents & POLLIN)) continue;
+    for (size_t accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
+      tcp::Fd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!socket.valid()) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          if (!accept_failing) {
+            RINGD_LOG(kWarn) << "HTTP server :" << port_ << ": cannot accept connections ("
+                             << std::strerror(errno) << "); retrying every " << kAcceptPause.count()
+                             << " ms";
+          }
+          accept_failing = true;
+          accept_paused_until = tcp::Clock::now() + kAcceptPause;
+        }
+        break;  // EAGAIN: none left; ECONNABORTED, EINTR, ...: the next wake-up
+      }
+      accept_failing = false;
+      if (clients.size() >= kMaxConnections) {
+        // Full: the oldest connection still sending its request gives way (idle and slow clients
+        // are the old ones); when every one is being answered, the newcomer is refused.
+        const auto oldest = std::find_if(clients.begin(), clients.end(),
+                                         [](const Client& client) { return client.reply.empty(); });
+        if (oldest == clients.end()) continue;  // closes `socket`
+        clients.erase(oldest);
+      }
+      Client client;
+      client.fd = std::move(socket);
+      client.deadline = tcp::Clock::now() + kClientDeadline;
+      clients.push_back(std::move(client));
+    }
   }
 }
 
-void HttpServer::answer(int fd) {
-  const tcp::Deadline deadline = tcp::Clock::now() + kClientTimeout;
-  std::string request;
-  char buffer[1024];
-  while (request.find("\r\n\r\n") == std::string::npos &&
-         request.find("\n\n") == std::string::npos) {
-    if (request.size() > kMaxRequestBytes) return;
-    pollfd entry{fd, POLLIN, 0};
-    const int64_t wait_ms = tcp::remaining_ms(deadline);
-    if (wait_ms <= 0 || ::poll(&entry, 1, static_cast<int>(wait_ms)) <= 0) return;
-    const ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (got <= 0) {
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+void HttpServer::serve(Client& client) {
+  if (client.reply.empty()) {
+    char buffer[1024];
+    while (true) {
+      const ssize_t got = ::recv(client.fd.get(), buffer, sizeof(buffer), 0);
+      if (got > 0) {
+        client.request.append(buffer, static_cast<size_t>(got));
+        if (client.request.size() > kMaxRequestBytes || request_complete(client.request)) break;
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EAGAIN) return;  // more later
+      if (got < 0 || client.request.empty()) {
+        client.done = true;  // reset, or closed without asking anything
+        return;
+      }
       break;  // a client that sent its request and closed its side still gets an answer
     }
-    request.append(buffer, static_cast<size_t>(got));
+    HttpResponse response;
+    if (client.request.size() > kMaxRequestBytes) {
+      response.status = 431;
+      response.body = "request larger than " + std::to_string(kMaxRequestBytes) + " bytes\n";
+    } else if (const std::string path = parse_get_path(client.request); path.empty()) {
+      response.status = 405;
+      response.body = "only GET is served\n";
+    } else {
+      try {
+        response = handler_(path);
+      } catch (const std::exception& error) {
+        response = HttpResponse();
+        response.status = 500;
+        response.body = std::string(error.what()) + "\n";
+      }
+    }
+    client.request = std::string();  // its memory goes back at once
+    client.reply = render(response);
   }
-  const std::string path = parse_get_path(request);
-  HttpResponse response;
-  if (path.empty()) {
-    response.status = 405;
-    response.body = "only GET is served\n";
-  } else {
-    response = handler_(path);
+  while (client.sent < client.reply.size()) {
+    const ssize_t put = ::send(client.fd.get(), client.reply.data() + client.sent,
+                               client.reply.size() - client.sent, MSG_NOSIGNAL);
+    if (put > 0) {
+      client.sent += static_cast<size_t>(put);
+    } else if (put < 0 && errno == EINTR) {
+      continue;
+    } else if (put < 0 && errno == EAGAIN) {
+      return;  // POLLOUT next time
+    } else {
+      break;
+    }
   }
-  const std::string reply = "HTTP/1.0 " + std::to_string(response.status) + " " +
-                            reason_phrase(response.status) +
-                            "\r\nContent-Type: " + response.content_type +
-                            "\r\nContent-Length: " + std::to_string(response.body.size()) +
-                            "\r\nConnection: close\r\n\r\n" + response.body;
-  int error = 0;
-  tcp::send_all(fd, reply.data(), reply.size(), deadline, &error);
+  client.done = true;
 }
 
 }  // namespace ringd::launcher

@@ -1,8 +1,16 @@
-// The agent's HTTP endpoint for Kubernetes probes and Prometheus: a minimal HTTP/1.0 server on one
-// thread that answers GET requests one at a time (probes and scrapes are rare and tiny) and closes
-// each connection. It sleeps in poll(); a slow or silent client is dropped after two seconds.
+// The agent's HTTP endpoint for Kubernetes probes and Prometheus: a minimal HTTP/1.0 server that
+// answers GET requests and closes each connection. One thread serves every client at once from one
+// poll() loop (no thread per client), so an idle, slow or hostile client never delays a probe:
+//   - at most kMaxConnections open; a newcomer beyond them pushes out the oldest connection still
+//     sending its request (idle and slow clients are the old ones);
+//   - a request may hold kMaxRequestBytes (431 beyond), a connection kClientDeadline from accept to
+//     the last byte of the reply;
+//   - accept() failing for lack of descriptors or memory (EMFILE, ENFILE, ...) pauses accepting for
+//     100 ms instead of spinning on the readable listener.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -28,10 +36,14 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const { return port_; }
+  static constexpr size_t kMaxConnections = 64;
+  static constexpr size_t kMaxRequestBytes = 4096;
+  static constexpr std::chrono::milliseconds kClientDeadline{2000};
 
  private:
+  struct Client;
   void loop();
-  void answer(int fd);
+  void serve(Client& client);  // reads, answers, writes what the socket takes
 
   Handler handler_;
   tcp::Fd listener_;

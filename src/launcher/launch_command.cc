@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/flag_checks.h"
+#include "common/files.h"
 #include "common/tunables.h"
 #include "launcher/child_process.h"
 #include "launcher/exec_client.h"
@@ -42,7 +44,7 @@ struct LaunchFlags {
   bool oversubscribed = false;
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
-  TopologyFlags identity;
+  job::TopologyFlags identity;
 };
 
 void add_hostfile_options(CLI::App* app, LaunchFlags* flags) {
@@ -51,9 +53,10 @@ void add_hostfile_options(CLI::App* app, LaunchFlags* flags) {
   app->add_option("--slots", flags->slots, "ranks per pod (default 1)")->check(CLI::Range(1, 4096));
   app->add_option("--wait-timeout", flags->wait_timeout_s,
                   "seconds to wait for every pod's agent (default 300)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(cli::finite_range(0, kMaxSeconds));
   app->add_option("--exec-port", flags->agent_port,
-                  "the agents' exec port (default RINGD_AGENT_PORT, 29400)");
+                  "the agents' exec port (default RINGD_AGENT_PORT, 29400)")
+      ->check(CLI::Range(1, 65535));
   add_identity_options(app, &flags->identity);
 }
 
@@ -66,7 +69,7 @@ std::string self_path() {
 
 // Identity, secret and ports; throws with a message naming what is wrong.
 struct Job {
-  PodIdentity pod;
+  job::PodIdentity pod;
   std::string secret;
   std::vector<std::string> hosts;
 };
@@ -82,8 +85,8 @@ Job resolve_job(LaunchFlags* flags) {
                 "no job secret: set RINGD_JOB_SECRET or RINGD_JOB_SECRET_FILE (the agents accept "
                 "only callers that prove it)");
   }
-  job.pod = resolve_pod_identity(flags->identity, process_environment());
-  for (int i = 0; i < job.pod.replicas; ++i) job.hosts.push_back(pod_dns_name(job.pod, i));
+  job.pod = job::resolve_pod_identity(flags->identity, job::process_environment());
+  for (int i = 0; i < job.pod.replicas; ++i) job.hosts.push_back(job::pod_dns_name(job.pod, i));
   return job;
 }
 

@@ -11,14 +11,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/files.h"
 #include "ringd/error.h"
 
 namespace ringd::launcher {
 
-std::string hostfile_text(const PodIdentity& pod, int slots) {
+std::string hostfile_text(const job::PodIdentity& pod, int slots) {
   std::string text;
   for (int i = 0; i < pod.replicas; ++i) {
-    text += pod_dns_name(pod, i) + " slots=" + std::to_string(slots) + "\n";
+    text += job::pod_dns_name(pod, i) + " slots=" + std::to_string(slots) + "\n";
   }
   return text;
 }
@@ -111,20 +112,6 @@ bool read_marker(const std::string& path, std::string* contents) {
   text << in.rdbuf();
   *contents = text.str();
   return true;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) RINGD_THROW(kIo, "cannot write " << path << ": " << std::strerror(errno));
-  const bool wrote = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!wrote || !synced || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temporary.c_str());
-    RINGD_THROW(kIo, "cannot write " << path << ": " << std::strerror(error));
-  }
 }
 
 void write_marker(const std::string& path, const std::string& contents) {

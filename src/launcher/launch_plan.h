@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "launcher/topology.h"
+#include "job/topology.h"
 
 namespace ringd::launcher {
 
 // "<pod 0 DNS name> slots=N\n" ... one line per pod in ordinal order.
-std::string hostfile_text(const PodIdentity& pod, int slots);
+std::string hostfile_text(const job::PodIdentity& pod, int slots);
 
 // Back-off between readiness rounds: 100 ms doubling up to 2 s.
 std::chrono::milliseconds backoff_delay(int round);
@@ -64,8 +64,5 @@ void write_marker(const std::string& path, const std::string& contents);
 // directory is missing or read-only), so a run is not trained only to fail at the end.
 void check_marker_writable(const std::string& path);
 std::string marker_record(const std::vector<std::string>& command, int pods, int slots);
-
-// Writes `text` to `path` atomically; throws kIo naming the path.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace ringd::launcher

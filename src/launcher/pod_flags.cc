@@ -8,7 +8,7 @@
 
 namespace ringd::launcher {
 
-void add_identity_options(CLI::App* app, TopologyFlags* flags) {
+void add_identity_options(CLI::App* app, job::TopologyFlags* flags) {
   app->add_option("--pod-name", flags->pod_name,
                   "this pod's name <statefulset>-<ordinal> (default POD_NAME, else the host name)")
       ->group("Identity (StatefulSet)");

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "launcher/topology.h"
+#include "job/topology.h"
 
 namespace ringd::launcher {
 
 // --pod-name --replicas --service --namespace --cluster-domain (see topology.h).
-void add_identity_options(CLI::App* app, TopologyFlags* flags);
+void add_identity_options(CLI::App* app, job::TopologyFlags* flags);
 
 // argv[0..) up to the first "--" (kept as CLI11's input) and the words after it; true when there
 // was a "--".

@@ -1,13 +1,16 @@
 #include "model/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <random>
 #include <system_error>
 
 #include "common/logging.h"
@@ -21,24 +24,8 @@ namespace {
 constexpr char kMagic[8] = {'R', 'I', 'N', 'G', 'D', 'C', 'K', 'P'};
 constexpr size_t kFixedBytes = 8 + 4;  // magic + header length
 constexpr size_t kDigestBytes = 32;
-constexpr const char* kPrefix = "ckpt-";
-constexpr const char* kSuffix = ".ringd";
-
-// The step of a file named ckpt-<digits>.ringd, or -1.
-int64_t step_of(const std::string& name) {
-  const size_t prefix = std::strlen(kPrefix);
-  const size_t suffix = std::strlen(kSuffix);
-  if (name.size() <= prefix + suffix || name.compare(0, prefix, kPrefix) != 0 ||
-      name.compare(name.size() - suffix, suffix, kSuffix) != 0) {
-    return -1;
-  }
-  const std::string digits = name.substr(prefix, name.size() - prefix - suffix);
-  if (digits.empty() || digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return -1;
-  }
-  return std::stoll(digits);
-}
+// A header longer than this is corruption: 64 MiB is a million tensor names.
+constexpr uint32_t kMaxHeaderBytes = 64u << 20;
 
 // Writes through `ops`, hashing what it writes; any failure throws kIo naming the final path.
 class HashingWriter {
@@ -105,13 +92,125 @@ checkpoint::TensorEntry* add_entry(
   RINGD_THROW(kProtocol, "checkpoint " << path << " is not usable: " << why);
 }
 
-}  // namespace
-
-std::string checkpoint_path(const std::string& dir, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "%s%010lld%s", kPrefix, static_cast<long long>(step), kSuffix);
-  return dir + "/" + name;
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
 }
+
+[[noreturn]] void not_regular(const std::string& path, mode_t mode) {
+  corrupt(path, std::string("it is ") + file_kind(mode) +
+                    ", not a regular file (checkpoints are read from regular files only)");
+}
+
+// A checkpoint opened for reading: a regular file, reached without following a symbolic link and
+// opened without waiting (a FIFO, a device or a directory is refused before any read).
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(const std::string& path) : path_(path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      RINGD_THROW(kIo, "cannot open checkpoint " << path << ": " << std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd_ < 0) {
+      if (errno == ELOOP) not_regular(path, S_IFLNK);  // replaced since lstat
+      RINGD_THROW(kIo, "cannot open checkpoint " << path << ": " << std::strerror(errno));
+    }
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      not_regular(path, st.st_mode);
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  ~CheckpointFile() { ::close(fd_); }
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
+
+  uint64_t size() const { return size_; }
+
+  // Bytes [offset, offset + bytes); a file that shrank since it was opened is truncated.
+  void read(uint64_t offset, void* into, size_t bytes) const {
+    auto* cursor = static_cast<char*>(into);
+    while (bytes > 0) {
+      const ssize_t got =
+          ::pread(fd_, cursor, std::min<size_t>(bytes, 1 << 30), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        RINGD_THROW(kIo, "cannot read checkpoint " << path_ << ": " << std::strerror(errno));
+      }
+      if (got == 0) corrupt(path_, "it ended while being read (truncated)");
+      cursor += got;
+      offset += static_cast<uint64_t>(got);
+      bytes -= static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Reads and checks the fixed part and the header; the file's size must be the one the header
+// describes, so nothing beyond it is ever read. Sets *length to the header's length.
+checkpoint::Header read_header(const CheckpointFile& file, const std::string& path,
+                               uint32_t* length) {
+  const uint64_t size = file.size();
+  if (size < kFixedBytes + kDigestBytes) {
+    corrupt(path, "only " + std::to_string(size) + " bytes (truncated)");
+  }
+  uint8_t fixed[kFixedBytes];
+  file.read(0, fixed, kFixedBytes);
+  if (std::memcmp(fixed, kMagic, sizeof(kMagic)) != 0) {
+    corrupt(path, "it does not start with RINGDCKP (not a ringd checkpoint)");
+  }
+  *length = uint32_t{fixed[8]} | (uint32_t{fixed[9]} << 8) | (uint32_t{fixed[10]} << 16) |
+            (uint32_t{fixed[11]} << 24);
+  if (*length > size - kFixedBytes - kDigestBytes || *length > kMaxHeaderBytes) {
+    corrupt(path, "its header length " + std::to_string(*length) + " runs past the file");
+  }
+  std::string bytes(*length, '\0');
+  file.read(kFixedBytes, bytes.data(), bytes.size());
+  checkpoint::Header header;
+  if (!header.ParseFromString(bytes)) corrupt(path, "its header does not parse");
+  if (header.format_version() != kCheckpointFormatVersion) {
+    corrupt(path, "format version " + std::to_string(header.format_version()) +
+                      ", this ringd reads " + std::to_string(kCheckpointFormatVersion));
+  }
+  const uint64_t payload_bytes = size - kFixedBytes - *length - kDigestBytes;
+  if (header.payload_bytes() != payload_bytes) {
+    corrupt(path, "the header announces " + std::to_string(header.payload_bytes()) +
+                      " payload bytes, the file holds " + std::to_string(payload_bytes) +
+                      " (truncated, or not the file the header describes)");
+  }
+  return header;
+}
+
+CheckpointMeta meta_of(const checkpoint::Header& header) {
+  CheckpointMeta meta;
+  meta.model = header.model();
+  meta.step = header.step();
+  meta.epoch = header.epoch();
+  meta.step_in_epoch = header.step_in_epoch();
+  meta.seed = header.seed();
+  meta.global_batch = header.global_batch();
+  meta.world_size = header.world_size();
+  meta.learning_rate = header.learning_rate();
+  meta.momentum = header.momentum();
+  meta.weight_decay = header.weight_decay();
+  meta.wall_seconds = header.wall_seconds();
+  meta.run_id = header.run_id();
+  meta.written_unix_ns = header.written_unix_ns();
+  return meta;
+}
+
+}  // namespace
 
 std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                              const std::vector<ParameterView>& params,
@@ -142,6 +241,10 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
   header.set_momentum(meta.momentum);
   header.set_weight_decay(meta.weight_decay);
   header.set_wall_seconds(meta.wall_seconds);
+  header.set_run_id(meta.run_id);
+  header.set_written_unix_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
   uint64_t offset = 0;
   for (const ParameterView& p : params) add_entry(header.mutable_parameters(), p, &offset);
   if (!momentum.empty()) {
@@ -154,10 +257,15 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
                                 static_cast<uint8_t>(length >> 16),
                                 static_cast<uint8_t>(length >> 24)};
 
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd =
+      ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     RINGD_THROW(kIo, "cannot create checkpoint file " << temp_path << ": " << std::strerror(errno));
   }
+  // Held until the file is renamed or removed (closing releases it, and so does a kill): a locked
+  // temporary is being written, an unlocked one is stale (remove_stale_temporaries). Where the
+  // file system has no locks the write goes on unlocked.
+  ::flock(fd, LOCK_EX);
   CheckpointFileOps default_ops{
       [](int file, const void* data, size_t bytes) { return ::write(file, data, bytes); }};
   bool open = true;
@@ -191,39 +299,16 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) RINGD_THROW(kIo, "cannot open checkpoint " << path << ": " << std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) RINGD_THROW(kIo, "cannot read checkpoint " << path);
-  if (bytes.size() < kFixedBytes + kDigestBytes) {
-    corrupt(path, "only " + std::to_string(bytes.size()) + " bytes (truncated)");
-  }
-  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
-    corrupt(path, "it does not start with RINGDCKP (not a ringd checkpoint)");
-  }
+  const CheckpointFile file(path);
+  uint32_t length = 0;
+  const checkpoint::Header header = read_header(file, path, &length);
+  std::string bytes(file.size(), '\0');  // the size the header describes: nothing more is read
+  file.read(0, bytes.data(), bytes.size());
   const Sha256Digest digest = sha256(bytes.data(), bytes.size() - kDigestBytes);
   if (std::memcmp(digest.data(), bytes.data() + bytes.size() - kDigestBytes, kDigestBytes) != 0) {
     corrupt(path, "its SHA-256 checksum does not match (corrupted or truncated)");
   }
-  const auto* length_le = reinterpret_cast<const uint8_t*>(bytes.data() + 8);
-  const uint32_t length = uint32_t{length_le[0]} | (uint32_t{length_le[1]} << 8) |
-                          (uint32_t{length_le[2]} << 16) | (uint32_t{length_le[3]} << 24);
-  if (length > bytes.size() - kFixedBytes - kDigestBytes) {
-    corrupt(path, "its header length " + std::to_string(length) + " runs past the file");
-  }
-  checkpoint::Header header;
-  if (!header.ParseFromArray(bytes.data() + kFixedBytes, static_cast<int>(length))) {
-    corrupt(path, "its header does not parse");
-  }
-  if (header.format_version() != kCheckpointFormatVersion) {
-    corrupt(path, "format version " + std::to_string(header.format_version()) +
-                      ", this ringd reads " + std::to_string(kCheckpointFormatVersion));
-  }
-  const size_t payload_bytes = bytes.size() - kFixedBytes - length - kDigestBytes;
-  if (header.payload_bytes() != payload_bytes) {
-    corrupt(path, "the header announces " + std::to_string(header.payload_bytes()) +
-                      " payload bytes, the file holds " + std::to_string(payload_bytes));
-  }
+  const uint64_t payload_bytes = header.payload_bytes();
   const char* payload = bytes.data() + kFixedBytes + length;
   auto tensor = [&](const checkpoint::TensorEntry& entry) {
     if (entry.offset() > payload_bytes || entry.count() > (payload_bytes - entry.offset()) / 4) {
@@ -238,18 +323,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   };
   Checkpoint checkpoint;
   checkpoint.path = path;
-  CheckpointMeta& meta = checkpoint.meta;
-  meta.model = header.model();
-  meta.step = header.step();
-  meta.epoch = header.epoch();
-  meta.step_in_epoch = header.step_in_epoch();
-  meta.seed = header.seed();
-  meta.global_batch = header.global_batch();
-  meta.world_size = header.world_size();
-  meta.learning_rate = header.learning_rate();
-  meta.momentum = header.momentum();
-  meta.weight_decay = header.weight_decay();
-  meta.wall_seconds = header.wall_seconds();
+  checkpoint.meta = meta_of(header);
   for (const auto& entry : header.parameters()) checkpoint.parameters.push_back(tensor(entry));
   if (header.momentum_buffers_size() != 0 &&
       header.momentum_buffers_size() != header.parameters_size()) {
@@ -262,41 +336,17 @@ Checkpoint read_checkpoint(const std::string& path) {
   return checkpoint;
 }
 
-std::vector<std::string> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const int64_t step = step_of(name);
-    if (step >= 0) found.emplace_back(step, entry.path().string());
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a > b; });
-  std::vector<std::string> paths;
-  for (auto& [step, path] : found) paths.push_back(std::move(path));
-  return paths;
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  const CheckpointFile file(path);
+  uint32_t length = 0;
+  return meta_of(read_header(file, path, &length));
 }
 
-std::optional<Checkpoint> load_latest_checkpoint(const std::string& dir) {
-  for (const std::string& path : list_checkpoints(dir)) {
-    try {
-      return read_checkpoint(path);
-    } catch (const Error& error) {
-      RINGD_LOG(kWarn) << "skipping checkpoint " << path << ": " << error.what()
-                       << "; trying the previous one";
-    }
-  }
-  return std::nullopt;
-}
-
-void prune_checkpoints(const std::string& dir, size_t keep) {
-  if (keep == 0) return;
-  const std::vector<std::string> paths = list_checkpoints(dir);
-  for (size_t i = keep; i < paths.size(); ++i) {
-    if (::unlink(paths[i].c_str()) != 0) {
-      RINGD_LOG(kWarn) << "cannot delete old checkpoint " << paths[i] << ": "
-                       << std::strerror(errno);
-    }
-  }
+std::string new_run_id() {
+  std::random_device random;
+  char text[33];
+  for (int i = 0; i < 4; ++i) std::snprintf(text + 8 * i, 9, "%08x", random());
+  return std::string(text, 32);
 }
 
 }  // namespace ringd::model

@@ -1,8 +1,12 @@
 #include "model/mlp.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <sstream>
 
 #include "model/openblas_gemm.h"
@@ -14,7 +18,57 @@ namespace {
 
 constexpr uint64_t kInitPurpose = 1;  // derive_seed purpose: parameter initialisation
 
+std::string with_commas(uint64_t value) {
+  std::string digits = std::to_string(value);
+  for (size_t i = digits.size(); i > 3; i -= 3) digits.insert(i - 3, ",");
+  return digits;
+}
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GB", bytes / 1e9);
+  return text;
+}
+
+double physical_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+std::string layer_text(const std::vector<size_t>& sizes) {
+  std::string text;
+  for (size_t size : sizes) text += (text.empty() ? "" : ",") + std::to_string(size);
+  return text;
+}
+
+// "the MLP --layers 784,100000,10 has 78,501,010 parameters: their values and gradients need
+// 0.6 GB (float32, 4 bytes each, twice)"
+std::string parameter_need(const std::vector<size_t>& sizes, int copies) {
+  const size_t count = mlp_parameter_count(sizes);
+  std::ostringstream text;
+  text << "the MLP --layers " << layer_text(sizes) << " has " << with_commas(count)
+       << " floats of parameters: their values and gradients need "
+       << gigabytes(8.0 * static_cast<double>(count) * copies);
+  if (copies > 1) text << " for the " << copies << " ranks in this process";
+  text << " (4 bytes each, twice), and this host has " << gigabytes(physical_memory_bytes())
+       << " of memory";
+  return text.str();
+}
+
 }  // namespace
+
+size_t mlp_parameter_count(const std::vector<size_t>& sizes) {
+  size_t total = 0;
+  for (size_t k = 0; k + 1 < sizes.size(); ++k) total += sizes[k + 1] * sizes[k] + sizes[k + 1];
+  return total;
+}
+
+void check_mlp_fits_in_memory(const std::vector<size_t>& sizes, int copies) {
+  const double need = 8.0 * static_cast<double>(mlp_parameter_count(sizes)) * copies;
+  if (need > physical_memory_bytes()) {
+    RINGD_THROW(kInvalidArgument, parameter_need(sizes, copies)
+                                      << "; use smaller layers (or fewer ranks per host)");
+  }
+}
 
 std::vector<size_t> parse_layer_sizes(const std::string& text) {
   std::vector<size_t> sizes;
@@ -40,10 +94,15 @@ Mlp::Mlp(std::vector<size_t> layer_sizes, uint64_t seed, std::unique_ptr<Gemm> g
     : sizes_(std::move(layer_sizes)),
       gemm_(gemm ? std::move(gemm) : std::make_unique<OpenBlasGemm>()) {
   RINGD_CHECK_ARG(sizes_.size() >= 2, "an MLP needs at least an input and an output size");
-  size_t total = 0;
-  for (size_t k = 0; k < layers(); ++k) total += sizes_[k + 1] * sizes_[k] + sizes_[k + 1];
-  values_.assign(total, 0.0f);
-  grads_.assign(total, 0.0f);
+  try {
+    values_.assign(mlp_parameter_count(sizes_), 0.0f);
+    grads_.assign(values_.size(), 0.0f);
+  } catch (const std::bad_alloc&) {
+    RINGD_THROW(kIo, parameter_need(sizes_, 1)
+                         << "; allocating them failed (std::bad_alloc): the memory is in use by "
+                            "other processes or ranks, or limited (ulimit -v, a container's "
+                            "limit); use smaller layers");
+  }
   size_t offset = 0;
   for (size_t k = 0; k < layers(); ++k) {
     const size_t in = sizes_[k];
@@ -72,11 +131,7 @@ Mlp::Mlp(std::vector<size_t> layer_sizes, uint64_t seed, std::unique_ptr<Gemm> g
   activations_.resize(layers());
 }
 
-std::string Mlp::describe() const {
-  std::string text;
-  for (size_t size : sizes_) text += (text.empty() ? "" : ",") + std::to_string(size);
-  return text;
-}
+std::string Mlp::describe() const { return layer_text(sizes_); }
 
 void Mlp::ensure_batch(size_t rows) {
   for (size_t k = 0; k < layers(); ++k) activations_[k].resize(rows * sizes_[k + 1]);

@@ -23,6 +23,15 @@ namespace ringd::model {
 // "784,256,10" -> {784, 256, 10}; at least two sizes, each 1..1<<20. Throws kInvalidArgument.
 std::vector<size_t> parse_layer_sizes(const std::string& text);
 
+// Floats of an MLP's parameters (every weight and bias) with these layer sizes.
+size_t mlp_parameter_count(const std::vector<size_t>& sizes);
+
+// Throws kInvalidArgument, saying what the parameters need and what this host has, when `copies`
+// MLPs of these sizes (one per rank in this process) cannot fit in the host's physical memory:
+// their values and gradients alone (8 bytes per parameter; momentum and activations come on top)
+// are more than it has. A check before any work; what passes may still fail to allocate.
+void check_mlp_fits_in_memory(const std::vector<size_t>& sizes, int copies);
+
 class Mlp : public Model {
  public:
   // `gemm` does the matrix products; null = OpenBLAS. The initial parameters depend only on the

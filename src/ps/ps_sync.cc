@@ -80,9 +80,9 @@ void PsSync::initialize(const std::vector<model::ParameterView>& params) {
   try {
     for (int s = 0; s < servers; ++s) {
       job.set_server_index(s);
-      links_.push_back(std::make_unique<ServerLink>(s, options_.servers[static_cast<size_t>(s)],
-                                                    job, &params_, tensors_of(server_of_, s),
-                                                    options_.secret, options_.timeout));
+      links_.push_back(std::make_unique<ServerLink>(
+          s, options_.servers[static_cast<size_t>(s)], options_.servers_source, job, &params_,
+          tensors_of(server_of_, s), options_.secret, options_.timeout));
     }
     if (options_.rank == 0) {
       for (auto& link : links_) link->send_initial_values();

@@ -27,7 +27,8 @@ namespace ringd::ps {
 
 struct PsSyncOptions {
   std::vector<std::string> servers;  // "host:port", in server-index order (same on every worker)
-  int rank = 0;                      // this worker
+  std::string servers_source = "--ps-servers";  // where `servers` came from, for errors
+  int rank = 0;                                 // this worker
   int workers = 1;
   ShardPolicy sharding = ShardPolicy::kRoundRobin;
   bool asynchronous = false;

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -28,11 +29,18 @@ struct ParameterServer::Impl {
 
   void serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t id);
   void handle(Connection& connection, const Header& header, int* rank);
+  // The acceptor's callbacks: the connection cap, then a thread for each admitted connection.
+  std::string admit(const tcp::HelloInfo& hello);
+  void start_connection(tcp::Fd socket, const tcp::HelloInfo& hello);
+  // Joins the threads whose connection has ended.
+  void reap_ended();
+  std::string over_the_cap() const;  // the refusal's reason
 
   std::string name;  // "parameter server 10.0.0.2:7000"
   std::string address;
   uint16_t port = 0;
   std::chrono::milliseconds timeout{0};
+  size_t max_connections = 0;
   ShardStore store;
   tcp::Fd stop_event;
   std::unique_ptr<tcp::IoLoop> loop;
@@ -42,8 +50,11 @@ struct ParameterServer::Impl {
   bool stopping = false;             // guarded by mutex
   std::map<uint64_t, int> live;      // connection id -> socket, guarded by mutex
   std::condition_variable finished;  // a connection left `live`
-  std::vector<std::thread> threads;  // guarded by mutex
-  uint64_t next_id = 0;              // guarded by mutex
+  // Each connection's thread while it serves; a thread about to return moves itself to `ended`,
+  // joined at the next admission (or by the destructor), so finished threads never pile up.
+  std::map<uint64_t, std::thread> threads;  // guarded by mutex
+  std::vector<std::thread> ended;           // guarded by mutex
+  uint64_t next_id = 0;                     // guarded by mutex
 };
 
 namespace {
@@ -211,7 +222,64 @@ void ParameterServer::Impl::serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t
   std::lock_guard<std::mutex> lock(mutex);
   live.erase(id);
   connection.close();
+  const auto self = threads.find(id);
+  if (self != threads.end()) {  // else the destructor holds this thread and joins it
+    ended.push_back(std::move(self->second));
+    threads.erase(self);
+  }
   finished.notify_all();
+}
+
+std::string ParameterServer::Impl::over_the_cap() const {
+  return name + " already serves " + std::to_string(live.size()) + " connections, at most " +
+         std::to_string(max_connections) +
+         " connections at once (one per worker): refusing this one; a job with more workers "
+         "needs more servers";
+}
+
+std::string ParameterServer::Impl::admit(const tcp::HelloInfo& hello) {
+  if (hello.kind != tcp::PeerKind::kPsWorker) return "this port serves a ringd parameter server";
+  std::lock_guard<std::mutex> lock(mutex);
+  return live.size() >= max_connections ? over_the_cap() : "";
+}
+
+void ParameterServer::Impl::reap_ended() {
+  std::vector<std::thread> done;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done.swap(ended);
+  }
+  for (std::thread& thread : done) thread.join();  // each is returning, or has returned
+}
+
+void ParameterServer::Impl::start_connection(tcp::Fd socket, const tcp::HelloInfo& hello) {
+  reap_ended();
+  std::string refusal;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stopping) return;  // closes the socket
+    if (live.size() >= max_connections) {
+      refusal = over_the_cap();
+    } else {
+      const uint64_t id = next_id++;
+      const int fd = socket.get();
+      try {
+        std::thread thread([this, id, hello, fd] { serve(tcp::Fd(fd), hello, id); });
+        socket.release();  // the thread owns it now
+        live[id] = fd;
+        threads.emplace(id, std::move(thread));
+        return;
+      } catch (const std::system_error& error) {  // out of threads or memory: this one waits
+        refusal = name + " cannot start a thread for this connection (" + error.what() +
+                  "): refusing it; " + std::to_string(live.size()) + " connections are open";
+      }
+    }
+  }
+  const std::string peer =
+      "worker " + std::to_string(hello.rank) + " (" + tcp::remote_address(socket.get()) + ")";
+  RINGD_LOG(kWarn) << name << ": " << peer << ": " << refusal;
+  Connection connection(std::move(socket), peer, timeout);
+  connection.send_if_room(error_header(static_cast<int>(ErrorCode::kUnavailable), refusal));
 }
 
 ParameterServer::ParameterServer(const ServerOptions& options) {
@@ -232,19 +300,12 @@ ParameterServer::ParameterServer(const ServerOptions& options) {
     RINGD_THROW(kIo, impl_->name << ": eventfd failed: " << tcp::errno_text(errno));
   }
   impl_->loop = std::make_unique<tcp::IoLoop>(impl_->name);
+  impl_->max_connections = std::max<size_t>(1, options.max_connections);
   Impl& server = *impl_;
   tcp::Acceptor::Callbacks callbacks;
-  callbacks.admit = [](const tcp::HelloInfo& hello) -> std::string {
-    return hello.kind == tcp::PeerKind::kPsWorker ? ""
-                                                  : "this port serves a ringd parameter server";
-  };
+  callbacks.admit = [&server](const tcp::HelloInfo& hello) { return server.admit(hello); };
   callbacks.on_admitted = [&server](tcp::Fd socket, const tcp::HelloInfo& hello) {
-    std::lock_guard<std::mutex> lock(server.mutex);
-    if (server.stopping) return;  // closes the socket
-    const uint64_t id = server.next_id++;
-    server.live[id] = socket.get();
-    server.threads.emplace_back(
-        [&server, id, hello, fd = socket.release()] { server.serve(tcp::Fd(fd), hello, id); });
+    server.start_connection(std::move(socket), hello);
   };
   impl_->acceptor = std::make_shared<tcp::Acceptor>(*impl_->loop, std::move(listener),
                                                     tcp::resolve_secret(options.secret), -1,
@@ -268,14 +329,15 @@ ParameterServer::~ParameterServer() {
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t written = ::write(impl_->stop_event.get(), &one, sizeof(one));
   impl_->store.fail("the server is shutting down");
-  std::vector<std::thread> threads;
+  std::map<uint64_t, std::thread> threads;
   {
     std::unique_lock<std::mutex> lock(impl_->mutex);
     impl_->finished.wait_for(lock, kShutdownGrace, [this] { return impl_->live.empty(); });
     for (const auto& [id, fd] : impl_->live) ::shutdown(fd, SHUT_RDWR);
     threads.swap(impl_->threads);
   }
-  for (std::thread& thread : threads) thread.join();
+  for (auto& [id, thread] : threads) thread.join();
+  impl_->reap_ended();
 }
 
 uint16_t ParameterServer::port() const { return impl_->port; }

@@ -17,9 +17,10 @@ std::string link_name(int server_index, const std::string& address) {
 
 }  // namespace
 
-ServerLink::ServerLink(int server_index, const std::string& address, const JobDescription& job,
-                       const std::vector<model::ParameterView>* params, std::vector<size_t> owned,
-                       const std::string& secret, std::chrono::milliseconds timeout)
+ServerLink::ServerLink(int server_index, const std::string& address, const std::string& source,
+                       const JobDescription& job, const std::vector<model::ParameterView>* params,
+                       std::vector<size_t> owned, const std::string& secret,
+                       std::chrono::milliseconds timeout)
     : server_index_(server_index),
       name_(link_name(server_index, address)),
       params_(params),
@@ -32,8 +33,17 @@ ServerLink::ServerLink(int server_index, const std::string& address, const JobDe
   const std::string self = "worker " + std::to_string(job.worker_rank());
   std::string last_error;
   int attempts = 0;
-  tcp::Fd socket = tcp::dial_with_retry(endpoint, 0, secret, hello, -1, self, name_,
-                                        tcp::Clock::now() + timeout, &last_error, &attempts);
+  tcp::Fd socket;
+  try {
+    socket = tcp::dial_with_retry(endpoint, 0, secret, hello, -1, self, name_,
+                                  tcp::Clock::now() + timeout, &last_error, &attempts);
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kIo) throw;  // handshake errors name the server already
+    // What connecting throws at once (a host that does not resolve) is the address's fault.
+    RINGD_THROW(kInvalidArgument, self << ": cannot reach " << name_ << ", entry "
+                                       << server_index + 1 << " of " << source << ": "
+                                       << error.what() << " — check that address");
+  }
   if (!socket.valid()) {
     RINGD_THROW(kTimeout, self << ": could not reach " << name_ << " within " << timeout.count()
                                << " ms (" << attempts << " attempts, last error: " << last_error

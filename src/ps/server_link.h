@@ -22,9 +22,12 @@ class ServerLink {
  public:
   // Connects to `address` (retrying until the timeout: servers may still be starting) and
   // registers `job`. `params` outlive the link; `owned` are this server's tensor indices.
-  ServerLink(int server_index, const std::string& address, const JobDescription& job,
-             const std::vector<model::ParameterView>* params, std::vector<size_t> owned,
-             const std::string& secret, std::chrono::milliseconds timeout);
+  // `source` says where the address came from (e.g. "--ps-servers"), for errors that are the
+  // address's fault: a host that does not resolve names the server, its index and `source`.
+  ServerLink(int server_index, const std::string& address, const std::string& source,
+             const JobDescription& job, const std::vector<model::ParameterView>* params,
+             std::vector<size_t> owned, const std::string& secret,
+             std::chrono::milliseconds timeout);
   ~ServerLink();  // stops the thread (after the queue ran), closing without BYE
 
   const std::string& name() const { return name_; }

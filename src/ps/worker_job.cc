@@ -112,6 +112,7 @@ std::unique_ptr<model::ParameterSync> make_worker_sync(const WorkerJobOptions& o
   }
   std::vector<char> all(kAddressBytes * static_cast<size_t>(ctx.size()));
   allgather(ctx, mine.data(), all.data(), kAddressBytes, DataType::kUInt8);
+  sync_options.servers_source = "the co-located servers' addresses (--ps-colocate)";
   for (int s = 0; s < options.colocated; ++s) {
     sync_options.servers.emplace_back(all.data() + static_cast<size_t>(s) * kAddressBytes);
   }

@@ -1,5 +1,6 @@
 // FileStore: one file per key in a shared directory. set() writes a temporary file and rename()s
-// it into place, so a reader sees either nothing or the whole value; get() polls for the file
+// it into place (add() link()s it, which fails when the key exists), so a reader sees either
+// nothing or the whole value; get() polls for the file
 // with a sleeping back-off (1 ms doubling to 20 ms) until it appears or the timeout passes.
 #include <errno.h>
 #include <fcntl.h>
@@ -79,10 +80,8 @@ FileStore::FileStore(std::string directory) : directory_(std::move(directory)) {
   make_directories(directory_);
 }
 
-void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+std::string FileStore::write_temp_file(const std::string& name, const std::vector<uint8_t>& value) {
   static std::atomic<uint64_t> counter{0};
-  const std::string name = file_name_for(key);
-  const std::string final_path = directory_ + "/" + name;
   const std::string temp_path = directory_ + "/.tmp." + name + "." + std::to_string(::getpid()) +
                                 "." + std::to_string(counter.fetch_add(1));
   tcp::Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -100,13 +99,40 @@ void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
     }
     written += static_cast<size_t>(n);
   }
-  fd.reset();
+  return temp_path;
+}
+
+void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+  const std::string name = file_name_for(key);
+  const std::string final_path = directory_ + "/" + name;
+  const std::string temp_path = write_temp_file(name, value);
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temp_path.c_str());
     RINGD_THROW(kIo, "rendezvous: cannot rename " << temp_path << " to " << final_path << ": "
                                                   << tcp::errno_text(error));
   }
+}
+
+bool FileStore::add(const std::string& key, const std::vector<uint8_t>& value,
+                    std::vector<uint8_t>* existing) {
+  const std::string name = file_name_for(key);
+  const std::string final_path = directory_ + "/" + name;
+  const std::string temp_path = write_temp_file(name, value);
+  const int linked = ::link(temp_path.c_str(), final_path.c_str());
+  const int error = errno;
+  ::unlink(temp_path.c_str());
+  if (linked == 0) return true;
+  if (error != EEXIST) {
+    RINGD_THROW(kIo, "rendezvous: cannot link " << temp_path << " to " << final_path << ": "
+                                                << tcp::errno_text(error));
+  }
+  std::vector<uint8_t> found;
+  if (!read_file(final_path, &found)) {
+    RINGD_THROW(kIo, "rendezvous: " << final_path << " existed and then vanished");
+  }
+  if (existing) *existing = std::move(found);
+  return false;
 }
 
 std::vector<uint8_t> FileStore::get(const std::string& key, std::chrono::milliseconds timeout) {

@@ -11,6 +11,20 @@ void MemoryStore::set(const std::string& key, const std::vector<uint8_t>& value)
   changed_.notify_all();
 }
 
+bool MemoryStore::add(const std::string& key, const std::vector<uint8_t>& value,
+                      std::vector<uint8_t>* existing) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [position, inserted] = values_.emplace(key, value);
+    if (!inserted) {
+      if (existing) *existing = position->second;
+      return false;
+    }
+  }
+  changed_.notify_all();
+  return true;
+}
+
 std::vector<uint8_t> MemoryStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; })) {

@@ -120,6 +120,17 @@ void TcpStore::set(const std::string& key, const std::vector<uint8_t>& value) {
                  &status);
 }
 
+bool TcpStore::add(const std::string& key, const std::vector<uint8_t>& value,
+                   std::vector<uint8_t>* existing) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Status status = Status::kOk;
+  std::vector<uint8_t> stored = impl_->request(store_protocol::Op::kAdd, key, value, 0,
+                                               tcp::Clock::now() + impl_->timeout, &status);
+  if (status != Status::kExists) return true;
+  if (existing) *existing = std::move(stored);
+  return false;
+}
+
 std::vector<uint8_t> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const auto wait_ms = std::clamp<int64_t>(timeout.count(), 0, UINT32_MAX);

@@ -4,6 +4,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 
@@ -20,6 +22,7 @@ using store_protocol::Status;
 
 namespace {
 class StoreConnection;
+constexpr size_t kValueReadBytes = 64 << 10;  // a value arrives in pieces of at most this
 }  // namespace
 
 struct TcpStoreServer::Impl {
@@ -28,6 +31,10 @@ struct TcpStoreServer::Impl {
   uint16_t port = 0;
   std::string name;  // "TCP store server 127.0.0.1:4000"
   std::map<std::string, std::vector<uint8_t>> values;
+  // Keys and values stored, plus the bytes of values still arriving; at most max_held_bytes.
+  std::atomic<size_t> held_bytes{0};
+  size_t max_held_bytes = TcpStoreServer::kDefaultMaxHeldBytes;
+  std::vector<uint8_t> piece_buffer = std::vector<uint8_t>(kValueReadBytes);  // one I/O thread
   std::multimap<std::string, std::weak_ptr<StoreConnection>> waiters;
   std::map<tcp::IoLoop::Id, std::shared_ptr<StoreConnection>> connections;
 };
@@ -117,25 +124,53 @@ class StoreConnection : public tcp::IoHandler,
         return false;
       }
       header_done_ = true;
-      key_.assign(header_.key_bytes, '\0');
-      value_.assign(header_.value_bytes, 0);
-      body_got_ = 0;
+      key_.assign(header_.key_bytes, '\0');  // at most kMaxKeyBytes
+      release_value();
+      key_got_ = 0;
     }
-    const size_t key_bytes = key_.size();
-    if (body_got_ < key_bytes &&
-        !read_into(reinterpret_cast<uint8_t*>(key_.data()), key_bytes, &body_got_)) {
-      return false;
+    if (!read_into(reinterpret_cast<uint8_t*>(key_.data()), key_.size(), &key_got_)) return false;
+    return read_value();
+  }
+
+  // Reads the value in pieces of at most kValueReadBytes, growing value_ (and the server's
+  // held_bytes) only by what arrived: a request announcing 64 MiB and sending nothing costs
+  // nothing.
+  bool read_value() {
+    while (value_.size() < header_.value_bytes) {
+      const size_t piece = std::min<size_t>(kValueReadBytes, header_.value_bytes - value_.size());
+      if (server_.held_bytes.load() + piece > server_.max_held_bytes) {
+        const std::string problem = "the store holds " + std::to_string(server_.held_bytes.load()) +
+                                    " bytes and its " + std::to_string(server_.max_held_bytes) +
+                                    "-byte budget leaves no room for this " +
+                                    std::to_string(header_.value_bytes) + "-byte value";
+        RINGD_LOG(kWarn) << server_.name << ": closing the connection from " << from_ << ": "
+                         << problem;
+        protocol_error(problem);
+        return false;
+      }
+      size_t got = 0;
+      uint8_t* piece_buffer = server_.piece_buffer.data();
+      const bool complete = read_into(piece_buffer, piece, &got);
+      if (!socket_.valid()) return false;  // closed: close() gave value_'s bytes back
+      value_.insert(value_.end(), piece_buffer, piece_buffer + got);
+      server_.held_bytes += got;
+      if (!complete) return false;
     }
-    size_t value_got = body_got_ - key_bytes;
-    const bool done = read_into(value_.data(), value_.size(), &value_got);
-    body_got_ = key_bytes + value_got;
-    return done;
+    return true;
+  }
+
+  // Gives back what value_ holds (a finished set moved it into the map, already counted there).
+  void release_value() {
+    server_.held_bytes -= value_.size();
+    value_.clear();
+    value_.shrink_to_fit();
   }
 
   std::string check_header() const {
     if (header_.magic != store_protocol::kMagic) return "not a ringd store request";
     if (header_.op != static_cast<uint32_t>(store_protocol::Op::kSet) &&
-        header_.op != static_cast<uint32_t>(store_protocol::Op::kGet)) {
+        header_.op != static_cast<uint32_t>(store_protocol::Op::kGet) &&
+        header_.op != static_cast<uint32_t>(store_protocol::Op::kAdd)) {
       return "unknown store operation " + std::to_string(header_.op);
     }
     if (header_.key_bytes > store_protocol::kMaxKeyBytes) {
@@ -152,19 +187,27 @@ class StoreConnection : public tcp::IoHandler,
   void handle_request() {
     header_done_ = false;
     header_got_ = 0;
-    if (header_.op == static_cast<uint32_t>(store_protocol::Op::kSet)) {
-      server_.values[key_] = std::move(value_);
-      respond(Status::kOk, nullptr, 0);
-      const std::vector<uint8_t>& stored = server_.values[key_];
-      auto [first, last] = server_.waiters.equal_range(key_);
-      std::vector<std::shared_ptr<StoreConnection>> ready;
-      for (auto it = first; it != last; ++it) {
-        if (auto waiter = it->second.lock()) ready.push_back(waiter);
+    const auto op = static_cast<store_protocol::Op>(header_.op);
+    if (op == store_protocol::Op::kSet || op == store_protocol::Op::kAdd) {
+      auto existing = server_.values.find(key_);
+      if (existing != server_.values.end()) {
+        if (op == store_protocol::Op::kAdd) {
+          release_value();
+          respond(Status::kExists, existing->second.data(), existing->second.size());
+          return;
+        }
+        if (key_.rfind(store_protocol::kReservedPrefix, 0) == 0) {
+          release_value();
+          const std::string problem = "key '" + key_ + "' is a record of the job (" +
+                                      store_protocol::kReservedPrefix +
+                                      "...) and cannot be replaced";
+          RINGD_LOG(kWarn) << server_.name << ": closing the connection from " << from_ << ": "
+                           << problem;
+          protocol_error(problem);
+          return;
+        }
       }
-      server_.waiters.erase(first, last);
-      for (auto& waiter : ready) {
-        if (waiter->waiting_ && waiter->key_ == key_) waiter->answer(Status::kOk, stored);
-      }
+      store_value();
       return;
     }
     auto found = server_.values.find(key_);
@@ -186,6 +229,30 @@ class StoreConnection : public tcp::IoHandler,
                            });
   }
 
+  // A set (or an add of a missing key): stores value_ under key_ and answers the waiting gets.
+  void store_value() {
+    // The value's bytes were counted as they arrived; the key is counted now, and a replaced
+    // value is given back.
+    auto existing = server_.values.find(key_);
+    if (existing != server_.values.end()) {
+      server_.held_bytes -= existing->first.size() + existing->second.size();
+    }
+    server_.held_bytes += key_.size();
+    server_.values[key_] = std::move(value_);
+    value_.clear();
+    respond(Status::kOk, nullptr, 0);
+    const std::vector<uint8_t>& stored = server_.values[key_];
+    auto [first, last] = server_.waiters.equal_range(key_);
+    std::vector<std::shared_ptr<StoreConnection>> ready;
+    for (auto it = first; it != last; ++it) {
+      if (auto waiter = it->second.lock()) ready.push_back(waiter);
+    }
+    server_.waiters.erase(first, last);
+    for (auto& waiter : ready) {
+      if (waiter->waiting_ && waiter->key_ == key_) waiter->answer(Status::kOk, stored);
+    }
+  }
+
   void respond(Status status, const uint8_t* value, size_t bytes) {
     store_protocol::ResponseHeader header{store_protocol::kMagic, static_cast<uint32_t>(status),
                                           bytes};
@@ -202,6 +269,7 @@ class StoreConnection : public tcp::IoHandler,
 
   void close() {
     if (!socket_.valid()) return;
+    release_value();  // a value that stopped half-way
     server_.loop.remove(id_, socket_.get());
     socket_.reset();
     waiting_ = false;
@@ -216,8 +284,8 @@ class StoreConnection : public tcp::IoHandler,
   size_t header_got_ = 0;
   bool header_done_ = false;
   std::string key_;
-  std::vector<uint8_t> value_;
-  size_t body_got_ = 0;
+  size_t key_got_ = 0;
+  std::vector<uint8_t> value_;  // its size: the bytes that arrived (counted in held_bytes)
   bool waiting_ = false;
   uint64_t generation_ = 0;
   std::vector<uint8_t> out_;
@@ -227,8 +295,10 @@ class StoreConnection : public tcp::IoHandler,
 
 }  // namespace
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std::string& secret)
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std::string& secret,
+                               size_t max_held_bytes)
     : impl_(std::make_unique<Impl>()) {
+  impl_->max_held_bytes = max_held_bytes;
   tcp::Fd listener = tcp::listen_on(host, port, 0);
   impl_->port = tcp::local_port(listener.get());
   impl_->name = "TCP store server " + host + ":" + std::to_string(impl_->port);
@@ -257,5 +327,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 uint16_t TcpStoreServer::port() const { return impl_->port; }
+
+size_t TcpStoreServer::held_bytes() const { return impl_->held_bytes.load(); }
 
 }  // namespace ringd

@@ -1,5 +1,5 @@
-// broadcast (every root), allgather and reduce_scatter over ranks x counts x transports, in place
-// and out of place.
+// broadcast (every root), allgather, allgatherv and reduce_scatter over ranks x counts x
+// transports, in place and out of place.
 #include "ringd/collectives.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +67,55 @@ TEST_P(Collectives, AllgatherInPlaceAndOutOfPlace) {
               out.data(), count * size, dtype, 0,
               [&](size_t j) { return static_cast<double>((j / count * 31 + j % count) % 200); });
           ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " count " << count << " in_place "
+                             << in_place;
+          EXPECT_EQ(out.back(), 0xCD) << "wrote past the end";
+        }
+      }
+    });
+  }
+}
+
+TEST_P(Collectives, AllgathervUnevenAndEmptyContributions) {
+  const auto [transport, size] = GetParam();
+  // Rank r contributes counts[r] elements: zero for some ranks, uneven, one rank far larger.
+  const std::vector<std::vector<size_t>> patterns = [&] {
+    std::vector<std::vector<size_t>> all(4, std::vector<size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      all[0][r] = static_cast<size_t>(r);       // rank 0 sends nothing
+      all[1][r] = r % 2 == 0 ? 0 : 13 * r + 1;  // every other rank empty
+      all[2][r] = r == size - 1 ? 20011 : 3;    // one large contribution
+      all[3][r] = 0;                            // nothing at all
+    }
+    return all;
+  }();
+  for (DataType dtype : {DataType::kFloat32, DataType::kUInt8, DataType::kFloat64}) {
+    testing::run_ranks(transport, size, [&](Context& ctx) {
+      for (bool in_place : {false, true}) {
+        for (const std::vector<size_t>& counts : patterns) {
+          const size_t elem = dtype_size(dtype);
+          std::vector<size_t> offsets(size + 1, 0);
+          for (int r = 0; r < size; ++r) offsets[r + 1] = offsets[r] + counts[r];
+          const size_t mine = counts[ctx.rank()];
+          const auto value = [&](int rank, size_t i) {
+            return static_cast<double>((rank * 37 + i) % 200);
+          };
+          std::vector<unsigned char> in(mine * elem + 1);
+          for (size_t i = 0; i < mine; ++i)
+            testing::store_value(in.data(), i, dtype, value(ctx.rank(), i));
+          std::vector<unsigned char> out(offsets[size] * elem + 1, 0xCD);
+          const void* source = in.data();
+          if (in_place) {
+            std::memcpy(out.data() + offsets[ctx.rank()] * elem, in.data(), mine * elem);
+            source = out.data() + offsets[ctx.rank()] * elem;
+          }
+          allgatherv(ctx, source, out.data(), counts, dtype, small_segments());
+          const std::string bad =
+              testing::first_mismatch(out.data(), offsets[size], dtype, 0, [&](size_t j) {
+                int rank = 0;
+                while (offsets[rank + 1] <= j) ++rank;
+                return value(rank, j - offsets[rank]);
+              });
+          ASSERT_EQ(bad, "") << "rank " << ctx.rank() << " total " << offsets[size] << " in_place "
                              << in_place;
           EXPECT_EQ(out.back(), 0xCD) << "wrote past the end";
         }

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/replay_command.h"
-#include "launcher/replay_runner.h"
+#include "cli/replay_command.h"
 #include "model/gradient_profile.h"
 #include "model/replay_schedule.h"
 #include "ringd/error.h"
+#include "runners/replay_runner.h"
 #include "testing/ranks.h"
 
 namespace ringd {
@@ -54,17 +54,16 @@ TEST(ReplaySchedule, ReverseOrderSpreadOverTheCompute) {
   EXPECT_EQ(by_size[2].at.count(), 1000);
 }
 
-bool parse(std::vector<const char*> args, launcher::ReplayConfig* config, int* code) {
+bool parse(std::vector<const char*> args, runners::ReplayConfig* config, int* code) {
   args.insert(args.begin(), {"ringd", "bench", "replay"});
-  return launcher::parse_replay_command_line(static_cast<int>(args.size()), args.data(), config,
-                                             code);
+  return cli::parse_replay_command_line(static_cast<int>(args.size()), args.data(), config, code);
 }
 
 TEST(ReplayCommand, Flags) {
   const char* argv[] = {"ringd", "bench", "replay"};
-  EXPECT_TRUE(launcher::is_replay_command(3, argv));
-  EXPECT_FALSE(launcher::is_replay_command(2, argv));
-  launcher::ReplayConfig config;
+  EXPECT_TRUE(cli::is_replay_command(3, argv));
+  EXPECT_FALSE(cli::is_replay_command(2, argv));
+  runners::ReplayConfig config;
   int code = -1;
   ASSERT_TRUE(parse(
       {"--profile", "vgg16", "--compute-ms", "12.5", "--steps", "3", "--no-cache",
@@ -79,7 +78,7 @@ TEST(ReplayCommand, Flags) {
   EXPECT_EQ(config.compression, Compression::kBf16);
   EXPECT_EQ(config.op, ReduceOp::kSum);
   EXPECT_EQ(config.spread, model::ComputeSpread::kBySize);
-  launcher::ReplayConfig bad;
+  runners::ReplayConfig bad;
   EXPECT_FALSE(parse({"--no-fusion", "--fusion-threshold", "1M"}, &bad, &code));
   EXPECT_EQ(code, 2);
   EXPECT_FALSE(parse({"--steps", "0"}, &bad, &code));
@@ -95,7 +94,7 @@ TEST(ReplayRun, SmallProfileOnThreeRanks) {
     out << "# test profile\n";
     for (int i = 0; i < 30; ++i) out << "layer" << i << ".weight\t" << (i % 5) * 3000 + 7 << "\n";
   }
-  launcher::ReplayConfig config;
+  runners::ReplayConfig config;
   config.profile = path.string();
   config.compute_ms = 3;
   config.steps = 3;
@@ -103,25 +102,25 @@ TEST(ReplayRun, SmallProfileOnThreeRanks) {
   config.baseline_iters = 1;
   config.check = true;
   const model::GradientProfile profile = model::load_gradient_profile(config.profile);
-  std::vector<launcher::ReplaySummary> summaries(3);
+  std::vector<runners::ReplaySummary> summaries(3);
   testing::run_ranks(testing::Transport::kInproc, 3, [&](Context& ctx) {
-    summaries[ctx.rank()] = launcher::run_replay_rank(ctx, config, profile);
+    summaries[ctx.rank()] = runners::run_replay_rank(ctx, config, profile);
   });
   std::filesystem::remove(path);
-  const launcher::ReplaySummary& s = summaries[0];
+  const runners::ReplaySummary& s = summaries[0];
   EXPECT_EQ(s.wrong, 0);
   ASSERT_EQ(s.steps.size(), 3u);
   EXPECT_EQ(s.tensors, 30u);
-  for (const launcher::ReplayStep& step : s.steps) {
+  for (const runners::ReplayStep& step : s.steps) {
     EXPECT_GE(step.step_ms, 3.0);
     EXPECT_EQ(step.cache_hits, 30u);
     EXPECT_EQ(step.coordinator_rounds, 0u);
     EXPECT_GE(step.cycles, 1u);
   }
   for (const auto& other : summaries) EXPECT_EQ(other.mean_step_ms(), s.mean_step_ms());
-  const std::string text = launcher::format_replay_text(s);
+  const std::string text = runners::format_replay_text(s);
   EXPECT_NE(text.find("scaling efficiency"), std::string::npos) << text;
-  EXPECT_NE(launcher::format_replay_json(s).find("\"negotiation_share\""), std::string::npos);
+  EXPECT_NE(runners::format_replay_json(s).find("\"negotiation_share\""), std::string::npos);
 }
 
 }  // namespace

@@ -157,13 +157,13 @@ class Cluster:
             self.up = False
 
 
-def wait_until(condition, seconds, what):
+def wait_until(condition, seconds, what, explain=lambda: ""):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.1)
-    raise harness.Failure(f"{what} not within {seconds} s")
+    raise harness.Failure(f"{what} not within {seconds} s\n{explain()}")
 
 
 def test(ringd, args):
@@ -307,7 +307,13 @@ def run_scenarios(cluster, ringd, work):
     def launch_ended():
         text = cluster.http_get(0, "/metrics")
         return re.search(r'^ringd_launch_running\{pod="ringd-0"\} 0$', text, re.M) is not None
-    wait_until(launch_ended, 60, "pod 0's agent reporting that its launch ended")
+    def agents_state():
+        logs = "\n".join(f"agent {i}:\n{cluster.agent_log(i)}" for i in range(PODS))
+        processes = subprocess.run(["ps", "-eo", "pid,ppid,pgid,etimes,args"], capture_output=True,
+                                   text=True).stdout
+        ringd_lines = "\n".join(line for line in processes.splitlines() if "ringd" in line)
+        return f"{logs}\npod 0's /metrics:\n{cluster.http_get(0, '/metrics')}\n{ringd_lines}"
+    wait_until(launch_ended, 60, "pod 0's agent reporting that its launch ended", agents_state)
     metrics = cluster.http_get(0, "/metrics")
     log = cluster.agent_log(0)
     check(re.search(r'^ringd_launch_exit_code\{pod="ringd-0"\} 0$', metrics, re.M) is not None,

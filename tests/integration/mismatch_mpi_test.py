@@ -2,7 +2,9 @@
 """Ranks that disagree, through the mpi transport (MPMD mpirun, one rank each side):
   - on the message size (4 KB vs 8 KB): a mismatch error, not a hang or wrong data;
   - on the number of collectives (rank 1 stops after 4 KB): rank 0 times out after --timeout with
-    a message naming the peer and the bytes it waited for.
+    a message naming the peer and the bytes it waited for;
+  - on the dtype at the same width (4 ranks, rank 1 int32, the others float): every rank fails with
+    kMismatch naming the dtype (the signature in the message tags; a peer's marked abort).
 
 usage: mismatch_mpi_test.py RINGD HAVE_MPI"""
 import re
@@ -47,6 +49,20 @@ def test(ringd, args):
     check(re.search(r"timeout: rank 0: .*timed out after 3000 ms waiting to receive \d+ bytes "
                     r"from peer rank 1 \(mpi\)", line) is not None,
           f"missing collective: unexpected message: {line}")
+
+    # Same byte count, another dtype: the tag's signature differs; every rank names it.
+    common = ["bench", "allreduce", "--transport", "mpi", "--timeout", str(TIMEOUT_S), "--iters",
+              "2", "-b", "4K", "-e", "4K"]
+    command = ["mpirun", *harness.MPIRUN_FLAGS, "-np", "1", ringd, *common, ":", "-np", "1", ringd,
+               *common, "--dtype", "int32", ":", "-np", "2", ringd, *common]
+    code, stdout, stderr, seconds = harness.run(command, "dtype mismatch", timeout=4 * TIMEOUT_S)
+    lines = [l for l in (stdout + stderr).splitlines() if l.startswith("ringd: error:")]
+    check(code != 0 and len(lines) == 4,
+          f"dtype mismatch: exit {code}, {len(lines)} error lines of 4: {stdout + stderr}")
+    for line in lines:
+        check(line.startswith("ringd: error: mismatch across ranks:") and
+              "disagree on the dtype (" in line, f"dtype mismatch: {line}")
+    print(f"ok   dtype mismatch: all 4 ranks fail with a mismatch naming the dtype in {seconds:.1f} s")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`ringd bench replay` in real processes: under mpirun (mpi and tcp transports) and standalone
-tcp, every gradient of the last step checked and the JSON written; then two standalone ranks given
+tcp, every gradient of the last step checked and the JSON written; the same with DGC (ranks hold
+the same bits, far fewer bytes sent); then two standalone ranks given
 profiles that disagree on one tensor's size must both fail with the fusion engine's mismatch error
 naming the tensor, the ranks and both shapes, without hanging.
 
@@ -70,6 +71,25 @@ def test(ringd, args):
     check_run(label, codes[0], stdout, stderr, json_path, 2, "tcp")
     check(codes == [0, 0], f"{label}: exit codes {codes}; rank 1: {job.output(1)}")
     print(f"ok   {label}", flush=True)
+
+    # Deep gradient compression through real processes: the ranks hold the same bits, and each
+    # sent far fewer bytes than the payload.
+    label = "standalone tcp np=2 replay resnet50 --compression dgc"
+    json_path = os.path.join(directory, "dgc.jsonl")
+    job = harness.Job(ringd, 2, ["bench", "replay", "--profile", "resnet50", "--steps", "1",
+                                 "--warmup-steps", "1", "--baseline-iters", "1", "--check",
+                                 "--compression", "dgc", "--timeout", "60", "--json", json_path])
+    codes = job.wait(timeout=120)
+    stdout, stderr = job.output(0)
+    check(codes == [0, 0], f"{label}: exit codes {codes}\n{stdout}\n{stderr}\n{job.output(1)}")
+    check("# check: 0 values that differ between ranks" in stdout, f"{label}:\n{stdout}")
+    with open(json_path) as lines:
+        result = json.loads(lines.read().splitlines()[-1])
+    check(result["compression"] == "dgc" and result["wrong"] == 0, f"{label}: JSON {result}")
+    sent = result["compressed_bytes_per_step"]
+    check(0 < sent < result["bytes"] / 100, f"{label}: {sent} bytes sent of {result['bytes']}")
+    print(f"ok   {label}: {sent / 2**20:.2f} MiB sent per rank of {result['bytes'] / 2**20:.1f}",
+          flush=True)
 
     # The same total (so the one-buffer baseline agrees), but layer3 and layer4 differ.
     label = "standalone tcp np=2 replay, ranks disagree on layer3's size"

@@ -17,10 +17,12 @@ overlay's). Prints every problem, naming overlay, object and field; exits 1 if t
 import argparse
 import os
 import re
-import subprocess
 import sys
 
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+import ringd_cli  # noqa: E402  (tests/testing/ringd_cli.py, shared with tests/docs/)
 
 # docs/launcher.md, "Ports, paths and variables the manifests use".
 EXEC_PORT = 29400
@@ -45,12 +47,42 @@ def quantity_bytes(text):
     return int(match.group(1)) * UNITS.get(match.group(2) or "", 1)
 
 
+def expand(text, env):
+    """The kubelet's expansion of $(NAME) in command and args: a defined variable's value; an
+    undefined one stays as written; $$ is a literal $."""
+    def one(match):
+        if match.group(0) == "$$":
+            return "$"
+        value = env.get(match.group(1))
+        return match.group(0) if value is None else value
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, text)
+
+
+def environment(container, configmaps, missing=None):
+    """The container's environment as name -> value ("field:<path>" when set from a field, None
+    from a key); the ConfigMaps its envFrom names but `configmaps` lacks go to `missing`."""
+    env = {}
+    for source in container.get("envFrom", []):
+        name = source.get("configMapRef", {}).get("name")
+        matching = [c for c in configmaps if c["metadata"]["name"] == name]
+        if name and not matching and missing is not None:
+            missing.append(name)
+        for c in matching:
+            env.update(c.get("data", {}))
+    for item in container.get("env", []):
+        env[item["name"]] = item.get("value")
+        field = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        if field:
+            env[item["name"]] = "field:" + field
+    return env
+
+
 class Checker:
     def __init__(self, args):
         self.args = args
         self.problems = []
         self.notes = []
-        self.help_cache = {}
+        self.ringd = ringd_cli.RingdHelp(args.ringd) if args.ringd else None
         self.image_uid = self.dockerfile_uid(args.dockerfile) if args.dockerfile else None
         self.doc = open(args.launcher_doc).read() if args.launcher_doc else None
         # Every RINGD_* variable the docs describe: a manifest setting another is a typo that
@@ -69,20 +101,6 @@ class Checker:
             return None
         uid = users[-1].split(":")[0]
         return int(uid) if uid.isdigit() else uid
-
-    def ringd_help(self, words):
-        """--help text of `ringd WORDS...`, or None when the binary has no such command: it fails,
-        or prints the top-level help (which is what an unknown word before --help gets)."""
-        key = tuple(words)
-        if key not in self.help_cache:
-            result = subprocess.run([self.args.ringd, *words, "--help"], capture_output=True,
-                                    text=True, timeout=30)
-            text = result.stdout + result.stderr
-            known = result.returncode == 0 and "usage" in text.lower()
-            if known and words:
-                known = text != self.ringd_help([])
-            self.help_cache[key] = text if known else None
-        return self.help_cache[key]
 
     # ---- one overlay ------------------------------------------------------------------------------
     def check_overlay(self, path):
@@ -129,13 +147,14 @@ class Checker:
                     agents += 1
                     self.check_agent(cwhere, ss, container, pod, env)
                 self.check_flags(cwhere, command)
-        self.check_ps_servers(overlay, sets)
+        self.check_ps_servers(overlay, sets, configmaps)
         if agents != 1:
             self.fail(overlay, f"{agents} StatefulSets run `ringd agent`; exactly one must (pod 0 "
                                "of it launches the job)")
 
-    def check_ps_servers(self, overlay, sets):
-        """--ps-servers names exactly the pods of the StatefulSet that runs `ringd ps`, in order."""
+    def check_ps_servers(self, overlay, sets, configmaps):
+        """--ps-servers names exactly the pods of the StatefulSet that runs `ringd ps`, in order
+        (after the kubelet's $(VAR) expansion from the container's environment)."""
         servers = [ss for ss in sets
                    if any(c.get("command", [])[:2] == ["ringd", "ps"]
                           for c in ss["spec"]["template"]["spec"]["containers"])]
@@ -145,7 +164,8 @@ class Checker:
                 if "--ps-servers" not in words:
                     continue
                 where = f"{overlay}: StatefulSet/{ss['metadata']['name']} --ps-servers"
-                listed = words[words.index("--ps-servers") + 1].split(",")
+                env = self.environment(where, container, configmaps)
+                listed = expand(words[words.index("--ps-servers") + 1], env).split(",")
                 if len(servers) != 1:
                     self.fail(where, f"{len(servers)} StatefulSets run `ringd ps`, expected one")
                     continue
@@ -203,20 +223,10 @@ class Checker:
                 self.fail(cwhere, f"runAsUser {uid} is not the Dockerfile's USER {self.image_uid}")
 
     def environment(self, where, container, configmaps):
-        """The container's environment as name -> value (None when set from a field or key)."""
-        env = {}
-        for source in container.get("envFrom", []):
-            name = source.get("configMapRef", {}).get("name")
-            matching = [c for c in configmaps if c["metadata"]["name"] == name]
-            if name and not matching:
-                self.fail(where, f"envFrom names ConfigMap {name!r}, which this overlay lacks")
-            for c in matching:
-                env.update(c.get("data", {}))
-        for item in container.get("env", []):
-            env[item["name"]] = item.get("value")
-            field = item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
-            if field:
-                env[item["name"]] = "field:" + field
+        missing = []
+        env = environment(container, configmaps, missing)
+        for name in missing:
+            self.fail(where, f"envFrom names ConfigMap {name!r}, which this overlay lacks")
         return env
 
     def check_secret(self, where, container, pod, env, secrets):
@@ -286,63 +296,29 @@ class Checker:
                     self.fail(where, f"uses {text}, which docs/launcher.md does not mention")
 
     def check_flags(self, where, command):
-        """Every --flag given to a ringd command exists in that command's --help."""
-        if not self.args.ringd:
+        """Every ringd command in the pod's command exists, and every --flag given to it is in
+        that command's --help (tests/testing/ringd_cli.py)."""
+        if self.ringd is None:
             return
-        for words in split_commands(command):
-            path = [w for w in command_path(words)]
-            help_text = self.ringd_help(path[1:])
-            name = " ".join(path)
-            if help_text is None:
-                self.notes.append(f"{where}: `{name}` is not in this ringd binary: its flags are "
-                                  "not checked")
+
+        def pending(name, flag):
+            why = PENDING_FLAGS.get((name, flag))
+            if why:
+                self.notes.append(f"{where}: `{name}` {flag} is not built yet ({why})")
+            return bool(why)
+
+        for words in ringd_cli.split_commands(command):
+            if len(words) > 1 and self.ringd.text(words[1:2]) is None:
+                self.notes.append(f"{where}: `{' '.join(words[:2])}` is not in this ringd binary: "
+                                  "its flags are not checked")
                 continue
-            for word in words[len(path):]:
-                if not word.startswith("-") or word == "-":
-                    continue
-                flag = word.split("=", 1)[0]
-                present = re.search(r"(^|[\s,\[])" + re.escape(flag) + r"($|[\s,=\]])",
-                                    help_text, re.M)
-                pending = PENDING_FLAGS.get((name, flag))
-                if present and pending:
-                    self.notes.append(f"`{name}` now has {flag}: remove it from PENDING_FLAGS in "
-                                      "tests/k8s/check_manifests.py")
-                elif not present and pending:
-                    self.notes.append(f"{where}: `{name}` {flag} is not built yet ({pending})")
-                elif not present:
-                    self.fail(where, f"`{name}` has no flag {flag} (`{name} --help`)")
-
-
-def split_commands(command):
-    """`ringd agent A -- L -- ringd train T` -> the ringd commands in it, each as its words.
-
-    The agent's words up to the first `--`; then `ringd launch` with the words up to the next `--`
-    (the agent passes them to launch); then the command launch runs, when it is ringd.
-    """
-    if command[:2] != ["ringd", "agent"] or "--" not in command:
-        return [command]
-    first = command.index("--")
-    commands = [command[:first]]
-    rest = command[first + 1:]
-    if "--" in rest:
-        second = rest.index("--")
-        commands.append(["ringd", "launch", *rest[:second]])
-        if rest[second + 1:second + 2] == ["ringd"]:
-            commands.append(rest[second + 1:])
-    else:
-        commands.append(["ringd", "launch", *rest])
-    return commands
-
-
-def command_path(words):
-    """The leading words that name the command: `ringd bench allreduce` of `ringd bench
-    allreduce -b 4K` (for bench, the collective is a positional that --help accepts too)."""
-    path = []
-    for word in words:
-        if word.startswith("-"):
-            break
-        path.append(word)
-    return path
+            for problem in ringd_cli.check_command(self.ringd, words, allow=pending):
+                self.fail(where, problem)
+        for (name, flag) in PENDING_FLAGS:
+            help_text = self.ringd.text(name.split()[1:])
+            if help_text and flag in ringd_cli.defined_flags(help_text):
+                self.notes.append(f"`{name}` now has {flag}: remove it from PENDING_FLAGS in "
+                                  "tests/k8s/check_manifests.py")
 
 
 def main():

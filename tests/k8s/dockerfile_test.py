@@ -175,11 +175,11 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
           "scripts/test.sh compiles")
 
     # ---- where the binary is: CMake's place for it, checked against a real build ----
-    built = f"{build_env}/src/launcher/ringd"
+    built = f"{build_env}/bin/ringd"
     if binary and build_dir:
         relative = os.path.relpath(os.path.realpath(binary), os.path.realpath(build_dir))
-        check(relative == "src/launcher/ringd",
-              f"this build puts ringd at {relative}, the Dockerfile copies src/launcher/ringd")
+        check(relative == "bin/ringd",
+              f"this build puts ringd at {relative}, the Dockerfile copies bin/ringd")
     listing = [c for n, cmds in runs for c in cmds if "scripts/runtime_packages.sh" in c]
     check(listing and listing[0][1] == built,
           f"Dockerfile: the build stage must run scripts/runtime_packages.sh {built}")
@@ -246,7 +246,7 @@ MUTANTS = [
     ("Dockerfile", '["ringd", "agent"]', '["ringd"]', "ENTRYPOINT"),
     ("Dockerfile", "-runtime-ubuntu22.04", "-runtime-ubuntu24.04", "runtime stage is FROM"),
     ("Dockerfile", "ARG CUDA_VERSION=13.0.0", "ARG CUDA_VERSION=latest", "must pin"),
-    ("Dockerfile", "/src/build-image/src/launcher/ringd", "/src/build-image/ringd", "COPY"),
+    ("Dockerfile", "/src/build-image/bin/ringd", "/src/build-image/ringd", "COPY"),
     (".dockerignore", "build*/", "build*/\nsrc/", "keeps src/"),
     (".dockerignore", "build*/", "", "build/ is sent"),
 ]

@@ -1,14 +1,21 @@
 // Checkpoint files: round trip, corruption and truncation detected (and skipped in favour of the
 // previous one), a full disk (injected ENOSPC) leaving the previous checkpoint intact and no
-// temporary file behind, pruning.
+// temporary file behind, pruning (a run's own files only), files that are not regular (directory,
+// FIFO, symbolic link) skipped without blocking or following, stale temporaries removed.
 #include "model/checkpoint.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +52,7 @@ class CheckpointTest : public ::testing::Test {
     m.world_size = 4;
     m.learning_rate = 0.1;
     m.momentum = 0.9;
+    m.run_id = run_id_;
     return m;
   }
   std::string write(int64_t step, const CheckpointFileOps* ops = nullptr) {
@@ -76,6 +84,7 @@ class CheckpointTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string run_id_ = "run-a";
   std::vector<float> weight_, bias_, momentum_weight_, momentum_bias_;
   std::vector<ParameterView> params_;
 };
@@ -91,6 +100,9 @@ TEST_F(CheckpointTest, RoundTrip) {
   EXPECT_EQ(checkpoint.meta.step_in_epoch, 0);
   EXPECT_EQ(checkpoint.meta.seed, 42u);
   EXPECT_EQ(checkpoint.meta.global_batch, 64);
+  EXPECT_EQ(checkpoint.meta.run_id, "run-a");
+  EXPECT_GT(checkpoint.meta.written_unix_ns, 0);
+  EXPECT_EQ(read_checkpoint_meta(path).run_id, "run-a");
   ASSERT_EQ(checkpoint.parameters.size(), 2u);
   EXPECT_EQ(checkpoint.parameters[0].name, "layer0.weight");
   EXPECT_EQ(checkpoint.parameters[0].shape, (std::vector<int64_t>{2, 3}));
@@ -117,7 +129,11 @@ TEST_F(CheckpointTest, CorruptionAndTruncationAreDetected) {
   }
   std::vector<char> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() - 9));
   put(path, cut);
-  expect_corrupt(path, "checksum");
+  expect_corrupt(path, "truncated");
+  std::vector<char> longer = good;
+  longer.push_back('!');
+  put(path, longer);
+  expect_corrupt(path, "not the file the header describes");
   put(path, std::vector<char>(good.begin(), good.begin() + 20));
   expect_corrupt(path, "truncated");
   put(path, std::vector<char>{'n', 'o', 't', ' ', 'a', ' ', 'c', 'k', 'p', 't', '!', '!',
@@ -154,6 +170,62 @@ TEST_F(CheckpointTest, LatestIntactOneIsLoadedAndCorruptOnesSkipped) {
   EXPECT_EQ(list_checkpoints(dir_).size(), 3u);
 }
 
+// load_latest_checkpoint with `file` named like a newer checkpoint than the intact step 20: the
+// warning names it, and step 20 is loaded.
+void expect_skipped_for_step_20(const std::string& dir, const std::string& file,
+                                const std::string& why) {
+  ::testing::internal::CaptureStderr();
+  std::optional<Checkpoint> latest;
+  try {
+    latest = load_latest_checkpoint(dir);
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << "load_latest_checkpoint threw: " << error.what();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->meta.step, 20);
+  EXPECT_NE(log.find("skipping checkpoint " + file), std::string::npos) << log;
+  EXPECT_NE(log.find(why), std::string::npos) << log;
+}
+
+// Fails on the old code: std::ifstream read the directory and threw the standard library's
+// "basic_filebuf::underflow error reading the file: Is a directory", naming no file.
+TEST_F(CheckpointTest, ADirectoryNamedLikeACheckpointIsSkipped) {
+  write(20);
+  const std::string fake = checkpoint_path(dir_, 30);
+  std::filesystem::create_directory(fake);
+  expect_skipped_for_step_20(dir_, fake, "a directory, not a regular file");
+  expect_corrupt(fake, "not a regular file");
+}
+
+// Fails on the old code by blocking in open() until a writer appears (the test then opens the
+// FIFO for writing itself, so that it ends).
+TEST_F(CheckpointTest, AFifoIsSkippedWithoutBlocking) {
+  write(20);
+  const std::string fifo = checkpoint_path(dir_, 30);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  auto loaded =
+      std::async(std::launch::async, [&] { expect_skipped_for_step_20(dir_, fifo, "FIFO"); });
+  if (loaded.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "load_latest_checkpoint blocked on the FIFO " << fifo;
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) ::close(writer);
+  }
+  loaded.get();
+}
+
+// Fails on the old code: it followed the link and loaded step 30. (A link to /dev/zero read
+// until memory ran out.)
+TEST_F(CheckpointTest, ASymbolicLinkIsNotFollowed) {
+  write(20);
+  const std::string elsewhere = dir_ + "/elsewhere";
+  std::filesystem::create_directory(elsewhere);
+  const std::string target = write_checkpoint(elsewhere, meta(30), params_, {});
+  const std::string link = checkpoint_path(dir_, 30);
+  std::filesystem::create_symlink(target, link);
+  expect_skipped_for_step_20(dir_, link, "symbolic link");
+}
+
 TEST_F(CheckpointTest, FullDiskLeavesThePreviousCheckpointIntact) {
   const std::string previous = write(10);
   const std::vector<char> before = bytes_of(previous);
@@ -183,13 +255,109 @@ TEST_F(CheckpointTest, FullDiskLeavesThePreviousCheckpointIntact) {
   }
 }
 
-TEST_F(CheckpointTest, PruneKeepsTheNewest) {
+TEST_F(CheckpointTest, PruneKeepsTheNewestOfTheRun) {
   for (int64_t step : {5, 10, 15, 20}) write(step);
-  prune_checkpoints(dir_, 2);
-  EXPECT_EQ(list_checkpoints(dir_), (std::vector<std::string>{dir_ + "/ckpt-0000000020.ringd",
-                                                              dir_ + "/ckpt-0000000015.ringd"}));
-  prune_checkpoints(dir_, 0);
+  CheckpointPruner(dir_, run_id_, 2).prune(20);
+  EXPECT_EQ(list_checkpoints(dir_),
+            (std::vector<std::string>{checkpoint_path(dir_, 20), checkpoint_path(dir_, 15)}));
+  CheckpointPruner(dir_, run_id_, 0).prune(20);
   EXPECT_EQ(list_checkpoints(dir_).size(), 2u);
+}
+
+// Other runs' files, corrupt files and the run's own files beyond the step just written are
+// neither deleted nor counted, each named once in a warning; the file just written always stays.
+TEST_F(CheckpointTest, PruningLeavesOtherRunsAndCorruptFilesAloneAndCountsOnlyItsOwn) {
+  run_id_ = "older-run";
+  for (int64_t step : {40, 50}) write(step);
+  run_id_ = "this-run";
+  write(60);  // left by this run before it resumed at 10, say; corrupt:
+  std::vector<char> bytes = bytes_of(checkpoint_path(dir_, 60));
+  bytes[bytes.size() - 40] ^= 1;  // in the payload: the header still reads
+  put(checkpoint_path(dir_, 60), bytes);
+  put(checkpoint_path(dir_, 70), {'n', 'o', 'p', 'e'});
+  for (int64_t step : {10, 20, 30}) write(step);
+  CheckpointPruner pruner(dir_, run_id_, 2);
+  ::testing::internal::CaptureStderr();
+  pruner.prune(30);
+  pruner.prune(30);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(list_checkpoints(dir_),
+            (std::vector<std::string>{checkpoint_path(dir_, 70), checkpoint_path(dir_, 60),
+                                      checkpoint_path(dir_, 50), checkpoint_path(dir_, 40),
+                                      checkpoint_path(dir_, 30), checkpoint_path(dir_, 20)}));
+  for (int64_t step : {40, 50, 60, 70}) {
+    const std::string warning = "neither counts nor deletes " + checkpoint_path(dir_, step);
+    const size_t at = log.find(warning);
+    EXPECT_NE(at, std::string::npos) << log;
+    EXPECT_EQ(log.find(warning, at + 1), std::string::npos) << "warned once: " << log;
+  }
+  EXPECT_NE(log.find("another run (run id older-run"), std::string::npos) << log;
+  EXPECT_NE(log.find("beyond step 30"), std::string::npos) << log;
+  // With keep 1 the file just written stays, however new the others' steps are.
+  CheckpointPruner(dir_, run_id_, 1).prune(30);
+  EXPECT_TRUE(std::filesystem::exists(checkpoint_path(dir_, 30)));
+  EXPECT_FALSE(std::filesystem::exists(checkpoint_path(dir_, 20)));
+}
+
+// Fails on the old code, which took the highest step (the other run's 50).
+TEST_F(CheckpointTest, TheRunThatWroteLastIsResumed) {
+  run_id_ = "older-run";
+  write(50);
+  run_id_ = "newer-run";
+  weight_[0] = 11;
+  write(10);
+  std::optional<Checkpoint> latest = load_latest_checkpoint(dir_);
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->meta.step, 10);
+  EXPECT_EQ(latest->meta.run_id, "newer-run");
+  // Its file corrupt: the file written before it.
+  std::vector<char> bytes = bytes_of(checkpoint_path(dir_, 10));
+  bytes[bytes.size() - 40] ^= 1;
+  put(checkpoint_path(dir_, 10), bytes);
+  EXPECT_EQ(load_latest_checkpoint(dir_)->meta.step, 50);
+}
+
+// A link to /dev/zero (read until memory ran out before) and a regular file far larger than its
+// header says (read whole before) are refused without reading them.
+TEST_F(CheckpointTest, NothingBeyondTheSizeTheHeaderDescribesIsRead) {
+  const std::string zero = dir_ + "/zero";
+  std::filesystem::create_directories(dir_);
+  std::filesystem::create_symlink("/dev/zero", zero);
+  expect_corrupt(zero, "symbolic link");
+  const std::string path = write(10);
+  std::filesystem::resize_file(path, uint64_t{64} << 30);  // sparse: 64 GiB
+  const auto start = std::chrono::steady_clock::now();
+  expect_corrupt(path, "not the file the header describes");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// A temporary file is locked while it is written: the cleanup leaves it alone (and the write
+// completes); unlocked ones (a killed writer's) are removed, other files are not touched.
+TEST_F(CheckpointTest, StaleTemporariesGoAndTheOneBeingWrittenStays) {
+  std::filesystem::create_directories(dir_);
+  put(dir_ + "/.tmp-123-ckpt-0000000010.ringd", std::vector<char>(1000, 'x'));
+  put(dir_ + "/.tmp-x-ckpt-0000000010.ringd", {'x'});  // not a name ringd writes
+  size_t removed_during_write = 99;
+  bool cleaned = false;
+  CheckpointFileOps ops{[&](int fd, const void* data, size_t bytes) -> ssize_t {
+    if (!cleaned) {
+      cleaned = true;
+      removed_during_write = remove_stale_temporaries(dir_);
+    }
+    return ::write(fd, data, bytes);
+  }};
+  ::testing::internal::CaptureStderr();
+  const std::string path = write(20, &ops);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(removed_during_write, 1u);
+  EXPECT_NE(log.find("removed " + dir_ + "/.tmp-123-ckpt-0000000010.ringd (1000 bytes)"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(read_checkpoint(path).meta.step, 20) << "the file being written was kept";
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/.tmp-x-ckpt-0000000010.ringd"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/.tmp-123-ckpt-0000000010.ringd"));
+  EXPECT_EQ(remove_stale_temporaries(dir_), 0u);
+  EXPECT_EQ(remove_stale_temporaries(dir_ + "/missing"), 0u);
 }
 
 }  // namespace

@@ -157,5 +157,35 @@ TEST(Mlp, LayerSizesParse) {
   EXPECT_THROW(mlp.forward(data.batch()), Error) << "3 features into a 4-input MLP";
 }
 
+// 65 layers of 1048576 x 1048576 weights: 2^46 floats, 256 TiB, more than any process's address
+// space, so the allocation fails whatever the host (std::bad_alloc was all it said before).
+TEST(Mlp, ParametersThatCannotBeAllocatedSayWhatTheyNeed) {
+  const std::vector<size_t> sizes(66, size_t{1} << 20);
+  try {
+    Mlp mlp(sizes, 1);
+    FAIL() << "256 TiB of parameters were allocated";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::kIo);
+    EXPECT_NE(what.find("71,468,323,962,880 floats"), std::string::npos) << what;
+    EXPECT_NE(what.find("GB"), std::string::npos) << what;
+    EXPECT_NE(what.find("of memory"), std::string::npos) << what;
+  }
+}
+
+TEST(Mlp, ParameterCountAndMemoryCheck) {
+  EXPECT_EQ(mlp_parameter_count({784, 256, 10}), 784u * 256 + 256 + 256 * 10 + 10);
+  EXPECT_NO_THROW(check_mlp_fits_in_memory({784, 256, 10}, 1));
+  // 1,100,346,294,282 floats: values and gradients need 8802.8 GB.
+  try {
+    check_mlp_fits_in_memory({784, 1 << 20, 1 << 20, 10}, 1);
+    FAIL() << "8.8 TB fit in this host's memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("--layers 784,1048576,1048576,10"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ringd::model

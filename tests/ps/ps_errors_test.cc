@@ -206,21 +206,6 @@ TEST(PsErrors, WorkersDisagreeingOnSharding) {
                {"sharding greedy", "round-robin"});
 }
 
-// A client that passed the handshake (it knows the secret) but then sends bytes of its own.
-tcp::Fd raw_client(const std::string& address, const std::string& secret) {
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kPsWorker;
-  hello.rank = 0;
-  hello.world_size = 1;
-  std::string last_error;
-  int attempts = 0;
-  tcp::Fd socket = tcp::dial_with_retry(
-      tcp::parse_endpoint(address, "test"), 0, secret, hello, -1, "test client", address,
-      tcp::Clock::now() + std::chrono::seconds(10), &last_error, &attempts);
-  EXPECT_TRUE(socket.valid()) << last_error;
-  return socket;
-}
-
 void send_raw(int fd, const std::vector<uint8_t>& bytes) {
   int error = 0;
   ASSERT_EQ(tcp::send_all(fd, bytes.data(), bytes.size(),
@@ -232,7 +217,8 @@ TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
   Servers servers(1, "s");
   {
     // Garbage: the server answers with an ERROR frame saying what it got, then closes.
-    Connection connection(raw_client(servers.addresses[0], "s"), "the server", milliseconds(5000));
+    Connection connection(testing::raw_client(servers.addresses[0], "s"), "the server",
+                          milliseconds(5000));
     send_raw(connection.fd(), std::vector<uint8_t>(64, 'x'));
     Header reply;
     ASSERT_TRUE(connection.receive_header(&reply, false, -1, nullptr, "the reply"));
@@ -243,7 +229,8 @@ TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
   }
   {
     // A frame claiming a 1 GiB header.
-    Connection connection(raw_client(servers.addresses[0], "s"), "the server", milliseconds(5000));
+    Connection connection(testing::raw_client(servers.addresses[0], "s"), "the server",
+                          milliseconds(5000));
     std::vector<uint8_t> prefix = {'R', 'N', 'P', 'S',  kVersion, 0, 0, 0,
                                    0,   0,   0,   0x40, 0,        0, 0, 0};
     send_raw(connection.fd(), prefix);
@@ -254,7 +241,7 @@ TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
   }
   {
     // A truncated frame: half a header, then the connection closes.
-    tcp::Fd socket = raw_client(servers.addresses[0], "s");
+    tcp::Fd socket = testing::raw_client(servers.addresses[0], "s");
     send_raw(socket.get(),
              {'R', 'N', 'P', 'S', kVersion, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3});
   }

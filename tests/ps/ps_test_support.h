@@ -3,6 +3,8 @@
 // as threads, and the serial computation a synchronous run must reproduce bit for bit.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <exception>
 #include <functional>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "model/parameter_sync.h"
 #include "ps/ps_sync.h"
 #include "ps/server.h"
+#include "transport/tcp/handshake.h"
 
 namespace ringd::ps::testing {
 
@@ -131,6 +134,22 @@ inline void run_workers(int workers, const std::function<void(int)>& body) {
   }
   for (std::thread& thread : threads) thread.join();
   if (first) std::rethrow_exception(first);
+}
+
+// A connection to a server as parameter-server worker 0 after the job-secret handshake, nothing
+// sent yet; throws what the handshake throws (kAuth: wrong secret, kMismatch: refused).
+inline tcp::Fd raw_client(const std::string& address, const std::string& secret) {
+  tcp::HelloInfo hello;
+  hello.kind = tcp::PeerKind::kPsWorker;
+  hello.rank = 0;
+  hello.world_size = 1;
+  std::string last_error;
+  int attempts = 0;
+  tcp::Fd socket = tcp::dial_with_retry(
+      tcp::parse_endpoint(address, "test"), 0, secret, hello, -1, "test client", address,
+      tcp::Clock::now() + std::chrono::seconds(10), &last_error, &attempts);
+  EXPECT_TRUE(socket.valid()) << last_error;
+  return socket;
 }
 
 inline PsSyncOptions worker_options(const Servers& servers, int rank, int workers,

@@ -92,5 +92,32 @@ TEST(WorkerJob, RejectsBadFlags) {
   EXPECT_THROW(make_worker_sync(too_many, *ctx, {}), Error);
 }
 
+// A server address whose host does not resolve fails at once, naming the server, its place in
+// --ps-servers and the host (it used to say only "cannot resolve host 'nohost'").
+TEST(WorkerJob, AnUnresolvableServerIsNamedWithItsFlagEntry) {
+  const std::vector<size_t> counts = {4};
+  testing::Servers servers(1, "unresolvable");
+  InprocHub hub(1);
+  std::unique_ptr<Context> ctx = hub.connect(0);
+  WorkerJobOptions options;
+  options.servers =
+      parse_server_list("--ps-servers", servers.addresses[0] + ",nohost.invalid:7000");
+  options.secret = "unresolvable";
+  options.timeout = std::chrono::seconds(5);
+  ToyModel model(counts, 0);
+  std::unique_ptr<model::ParameterSync> sync = make_worker_sync(options, *ctx, {});
+  try {
+    sync->initialize(model.views);
+    FAIL() << "an unresolvable server was accepted";
+  } catch (const Error& error) {
+    const std::string text = error.what();
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << text;
+    for (const char* part : {"worker 0", "parameter server 1 (nohost.invalid:7000)",
+                             "entry 2 of --ps-servers", "cannot resolve host 'nohost.invalid'"}) {
+      EXPECT_NE(text.find(part), std::string::npos) << part << " missing from: " << text;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringd::ps

@@ -31,6 +31,10 @@ class StoreRef : public Store {
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
     inner_.set(key, value);
   }
+  bool add(const std::string& key, const std::vector<uint8_t>& value,
+           std::vector<uint8_t>* existing) override {
+    return inner_.add(key, value, existing);
+  }
   std::vector<uint8_t> get(const std::string& key, milliseconds timeout) override {
     return inner_.get(key, timeout);
   }
@@ -152,6 +156,32 @@ TEST_P(StoreTest, ManyClientsPublishAndReadEachOther) {
   }
   for (auto& thread : threads) thread.join();
   for (int i = 0; i < kClients; ++i) EXPECT_EQ(correct[i], kClients) << "client " << i;
+}
+
+// add() is set-if-absent, atomically: of 8 clients adding the same key at once exactly one
+// stores its value, and every other learns that value (ranks claim their number this way).
+TEST_P(StoreTest, AddStoresOnlyTheFirstValue) {
+  constexpr int kClients = 8;
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(store_->client());
+  std::vector<int> won(kClients, 0);
+  std::vector<std::string> seen(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      std::vector<uint8_t> existing;
+      won[i] = clients[i]->add("claim", to_bytes("client " + std::to_string(i)), &existing);
+      seen[i] = won[i] ? "client " + std::to_string(i) : to_string(existing);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  int winners = 0;
+  for (int i = 0; i < kClients; ++i) winners += won[i];
+  ASSERT_EQ(winners, 1);
+  const std::string stored = to_string(clients[0]->get("claim", milliseconds(1000)));
+  for (int i = 0; i < kClients; ++i) EXPECT_EQ(seen[i], stored) << "client " << i;
+  EXPECT_FALSE(clients[0]->add("claim", to_bytes("late"), nullptr));
+  EXPECT_EQ(to_string(clients[1]->get("claim", milliseconds(1000))), stored);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,17 +1,25 @@
 // TcpStoreServer / TcpStore specifics: clients that start before the server, wrong secrets,
 // garbage and oversized requests (rejected without hurting other clients), a transport pair
-// dialing the store, timeouts naming the server, and a server that goes away.
+// dialing the store, timeouts naming the server, and a server that goes away; memory that grows
+// only with the bytes that arrive, within a budget.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <future>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "rendezvous/tcp_store_protocol.h"
 #include "ringd/error.h"
 #include "ringd/tcp.h"
+#include "testing/process_stats.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp_test_support.h"
@@ -25,6 +33,7 @@ using std::chrono::milliseconds;
 using testing::closed_by_peer;
 using testing::expect_error;
 using testing::in;
+using testing::SilentFlood;
 
 tcp::Fd raw_connection(uint16_t port) {
   int error = 0;
@@ -151,6 +160,171 @@ TEST(TcpStore, ServerGoingAwayFailsAWaitingGet) {
   const Error error = waiting.get();
   EXPECT_LT(tcp::Clock::now() - start, milliseconds(10000));
   EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
+}
+
+// A store client that has sent its handshake, a set header announcing `value_bytes`, its key and
+// `sent` bytes of the value, then stays silent.
+tcp::Fd partial_set(uint16_t port, const std::string& key, uint64_t value_bytes, size_t sent) {
+  tcp::Fd socket = raw_connection(port);
+  tcp::HelloInfo hello;
+  hello.kind = tcp::PeerKind::kStoreClient;
+  tcp::dial_handshake(socket.get(), "s", hello, -1, "test", "store", in(milliseconds(5000)));
+  const store_protocol::RequestHeader header{store_protocol::kMagic, 1,
+                                             static_cast<uint32_t>(key.size()), 0, value_bytes};
+  std::vector<uint8_t> bytes(sizeof(header) + key.size() + sent, 7);
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  std::memcpy(bytes.data() + sizeof(header), key.data(), key.size());
+  int error = 0;
+  EXPECT_EQ(tcp::send_all(socket.get(), bytes.data(), bytes.size(), in(milliseconds(5000)), &error),
+            tcp::IoStatus::kOk);
+  return socket;
+}
+
+size_t resident_bytes() {  // this process's resident set
+  return static_cast<size_t>(::ringd::testing::status_kib("VmRSS:")) * 1024;
+}
+
+bool held_becomes(const TcpStoreServer& server, size_t bytes) {  // within 10 s
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.held_bytes() != bytes) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(5));  // polling a counter, not synchronisation
+  }
+  return true;
+}
+
+// Issue 15: a 24-byte request announcing 64 MiB made the server allocate and zero 64 MiB before
+// any value byte arrived (24 such connections: +2.1 GB). Now the value grows as bytes arrive.
+TEST(TcpStore, AnAnnouncedLengthCostsNothingUntilTheBytesArrive) {
+  TcpStoreServer server("127.0.0.1", 0, "s");
+  const size_t before = resident_bytes();
+  std::vector<tcp::Fd> clients;
+  for (int i = 0; i < 24; ++i) {
+    clients.push_back(
+        partial_set(server.port(), "big" + std::to_string(i), store_protocol::kMaxValueBytes, 10));
+  }
+  ASSERT_TRUE(held_becomes(server, 24 * 10)) << server.held_bytes();
+  EXPECT_LT(resident_bytes(), before + (64u << 20))
+      << "24 announced 64 MiB values grew this process by "
+      << (resident_bytes() - before) / (1 << 20) << " MiB";
+  clients.clear();  // they go away half-way: their bytes are given back
+  EXPECT_TRUE(held_becomes(server, 0)) << server.held_bytes();
+}
+
+TEST(TcpStore, ASetBeyondTheBudgetIsRefusedAndTheStoreKept) {
+  TcpStoreServer server("127.0.0.1", 0, "s", 1 << 20);  // 1 MiB
+  TcpStore client("127.0.0.1", server.port(), "s", milliseconds(5000));
+  client.set("a", std::vector<uint8_t>(600 << 10, 1));
+  EXPECT_EQ(server.held_bytes(), (600u << 10) + 1);
+  ::testing::internal::CaptureStderr();
+  const Error refused = expect_error([&] { client.set("b", std::vector<uint8_t>(600 << 10, 2)); });
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(refused.code(), ErrorCode::kProtocol);
+  EXPECT_CONTAINS(refused.what(), "rejected the request for key 'b'");
+  EXPECT_CONTAINS(refused.what(), "1048576-byte budget leaves no room for this 614400-byte value");
+  EXPECT_TRUE(held_becomes(server, (600u << 10) + 1)) << server.held_bytes();
+  TcpStore other("127.0.0.1", server.port(), "s", milliseconds(5000));
+  EXPECT_EQ(other.get("a", milliseconds(1000)), std::vector<uint8_t>(600 << 10, 1));
+  other.set("c", std::vector<uint8_t>(1000, 3));  // what fits still fits
+  other.set("a", std::vector<uint8_t>(10, 4));    // a replaced value is given back
+  EXPECT_EQ(server.held_bytes(), 1000u + 1 + 10 + 1);
+}
+
+// Issue 15, item 1: 200 connections held open and silent (each re-dialed as soon as it is closed)
+// kept every client out, since the 128 handshake slots were taken and newcomers refused, and rank
+// 0 logged one line per refusal. Now a newcomer takes the place of the oldest silent connection:
+// clients get in well within their timeout (shorter than the 5 s handshake deadline, so waiting
+// for the flood's connections to time out does not help), and the log stays short.
+TEST(TcpStore, SilentConnectionsDoNotKeepClientsOut) {
+  TcpStoreServer server("127.0.0.1", 0, "s");
+  ::testing::internal::CaptureStderr();
+  std::string log;
+  {
+    SilentFlood flood(tcp::Endpoint{"127.0.0.1", server.port()}, 200);
+    const auto started = tcp::Clock::now();
+    testing::run_ranks(4, [&](int client) {
+      TcpStore store("127.0.0.1", server.port(), "s", milliseconds(4000));
+      store.set("client/" + std::to_string(client), to_bytes("here"));
+      for (int other = 0; other < 4; ++other) {
+        EXPECT_EQ(to_string(store.get("client/" + std::to_string(other), milliseconds(4000))),
+                  "here");
+      }
+    });
+    EXPECT_LT(tcp::Clock::now() - started, std::chrono::seconds(4));
+  }
+  log = ::testing::internal::GetCapturedStderr();
+  // At most 10 lines one by one per 10 s, then one summary line.
+  EXPECT_LE(testing::count_lines(log, "rejected connection") +
+                testing::count_lines(log, "more connections rejected"),
+            11u)
+      << log.substr(0, 4000);
+}
+
+// Out of file descriptors with silent connections holding them: accept() fails with EMFILE, and
+// the server closes the oldest silent connection to make room instead of waiting for descriptors
+// that never come back (the old server gave up until the next connection arrived, then failed
+// again: the client below never got in). It does not spin either.
+TEST(TcpStore, OutOfDescriptorsTheOldestSilentConnectionMakesRoom) {
+  TcpStoreServer server("127.0.0.1", 0, "s");
+  ::testing::internal::CaptureStderr();
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // Every socket this test dials exists before the descriptors run out; connect() needs none.
+  std::vector<tcp::Fd> silent;
+  for (int i = 0; i < 40; ++i)
+    silent.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  tcp::Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 512);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<tcp::Fd> filler;
+  for (int fd = ::dup(0); fd >= 0; fd = ::dup(0)) filler.emplace_back(fd);
+  for (int i = 0; i < 10; ++i) filler.pop_back();  // the server accepts 10 of the silent ones
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(server.port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const auto connect_socket = [&](tcp::Fd& socket) {
+    return ::connect(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  };
+  for (auto& socket : silent) ASSERT_TRUE(connect_socket(socket));
+  ASSERT_TRUE(connect_socket(client));
+  tcp::set_nonblocking(client.get());
+  tcp::HelloInfo hello;
+  hello.kind = tcp::PeerKind::kStoreClient;
+  std::string failure;
+  try {
+    tcp::dial_handshake(client.get(), "s", hello, -1, "test client", "the store",
+                        in(milliseconds(3000)));
+  } catch (const Error& e) {
+    failure = e.what();
+  }
+  filler.clear();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(failure, "") << log.substr(0, 4000);
+  EXPECT_CONTAINS(log, "closed to free a file descriptor (accept failed: Too many open files)");
+}
+
+// The job's records ("ringd/...": job id, rank claims, conflict) are created with add() and never
+// replaced: a set over one is refused (the store overwrote keys silently, so a stray could rewrite
+// a claim), a set of a new one and every other key behave as before.
+TEST(TcpStore, AJobRecordCannotBeReplaced) {
+  TcpStoreServer server("127.0.0.1", 0, "s");
+  TcpStore store("127.0.0.1", server.port(), "s", milliseconds(5000));
+  EXPECT_TRUE(store.add("ringd/rank/1", to_bytes("first"), nullptr));
+  std::vector<uint8_t> existing;
+  EXPECT_FALSE(store.add("ringd/rank/1", to_bytes("second"), &existing));
+  EXPECT_EQ(to_string(existing), "first");
+  ::testing::internal::CaptureStderr();
+  const Error error = expect_error([&] { store.set("ringd/rank/1", to_bytes("third")); });
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(error.code(), ErrorCode::kProtocol) << error.what();
+  EXPECT_CONTAINS(error.what(), "key 'ringd/rank/1' is a record of the job");
+  EXPECT_EQ(to_string(store.get("ringd/rank/1", milliseconds(1000))), "first");
+  store.set("tcp/1", to_bytes("a"));
+  store.set("tcp/1", to_bytes("b"));
+  EXPECT_EQ(to_string(store.get("tcp/1", milliseconds(1000))), "b");
 }
 
 }  // namespace

@@ -88,7 +88,8 @@ TEST(TcpIntruder, GarbageAndForeignVersionDuringAnExchange) {
   EXPECT_TRUE(version_closed);
   RINGD_EXPECT_CONTAINS(log, "rank 0: rejected connection from 127.0.0.1:");
   RINGD_EXPECT_CONTAINS(log, "not a ringd peer");
-  RINGD_EXPECT_CONTAINS(log, "peer speaks ringd protocol v99, this is v1");
+  RINGD_EXPECT_CONTAINS(
+      log, "peer speaks ringd protocol v99, this is v" + std::to_string(tcp::kProtocolVersion));
 }
 
 TEST(TcpIntruder, WrongSecretAndDuplicateRankAreRejected) {
@@ -100,6 +101,7 @@ TEST(TcpIntruder, WrongSecretAndDuplicateRankAreRejected) {
   hello.target_rank = 0;
   hello.world_size = 2;
   hello.address = "intruder";
+  hello.job_id = to_string(store.get("ringd/job", milliseconds(1000))).substr(0, 32);
   ::testing::internal::CaptureStderr();
   std::promise<void> intruders_done;
   std::vector<Error> errors;
@@ -160,7 +162,8 @@ TEST(TcpIntruder, DialerReportsAForeignProtocolVersion) {
     pollfd entry{listener.get(), POLLIN, 0};
     ASSERT_EQ(::poll(&entry, 1, 5000), 1);
     tcp::Fd socket(::accept(listener.get(), nullptr, nullptr));
-    std::vector<uint8_t> reply = tcp::encode_handshake_header(tcp::HandshakeType::kChallenge, 0, 2);
+    std::vector<uint8_t> reply =
+        tcp::encode_handshake_header(tcp::HandshakeType::kChallenge, 0, tcp::kProtocolVersion + 1);
     int error = 0;
     tcp::send_all(socket.get(), reply.data(), reply.size(), in(milliseconds(5000)), &error);
     closed_by_peer(socket.get(), in(milliseconds(5000)));
@@ -180,8 +183,50 @@ TEST(TcpIntruder, DialerReportsAForeignProtocolVersion) {
   socket.reset();
   fake_acceptor.join();
   EXPECT_EQ(result.code(), ErrorCode::kProtocol);
-  RINGD_EXPECT_CONTAINS(result.what(),
-                        "rank 1: peer rank 0: peer speaks ringd protocol v2, this is v1");
+  const uint32_t version = tcp::kProtocolVersion;
+  RINGD_EXPECT_CONTAINS(result.what(), "rank 1: peer rank 0: peer speaks ringd protocol v" +
+                                           std::to_string(version + 1) + ", this is v" +
+                                           std::to_string(version));
+}
+
+// Issue 15, item 1, on a rank's listening port: 200 silent connections, re-dialed as soon as they
+// are closed, sit on rank 0 before ranks 1..3 dial it. The ranks still connect within a timeout
+// shorter than the 5 s handshake deadline, and rank 0's log stays short.
+TEST(TcpIntruder, AFloodOfSilentConnectionsDoesNotKeepRanksOut) {
+  MemoryStore store;
+  ::testing::internal::CaptureStderr();
+  std::vector<std::unique_ptr<Context>> contexts(4);
+  std::promise<void> flooding;
+  std::shared_future<void> flood_started = flooding.get_future().share();
+  std::unique_ptr<testing::SilentFlood> flood;
+  run_ranks(5, [&](int thread) {
+    if (thread == 4) {
+      const tcp::Endpoint rank0 =
+          tcp::parse_endpoint(to_string(store.get("tcp/0", milliseconds(10000))), "test");
+      flood = std::make_unique<testing::SilentFlood>(rank0, 200);
+      flooding.set_value();
+      return;
+    }
+    if (thread > 0) flood_started.wait();
+    contexts[thread] = tcp_connect(store, thread, 4, testing::loopback_options(milliseconds(4000)));
+  });
+  flood.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  run_ranks(4, [&](int rank) {
+    std::vector<float> value{static_cast<float>(rank + 1)};
+    for (int peer = 0; peer < 4; ++peer) {
+      if (peer == rank) continue;
+      float got = 0;
+      auto receive = contexts[rank]->pair(peer).irecv(&got, sizeof(got), 7);
+      contexts[rank]->pair(peer).isend(value.data(), sizeof(float), 7)->wait(milliseconds(5000));
+      receive->wait(milliseconds(5000));
+      EXPECT_EQ(got, static_cast<float>(peer + 1));
+    }
+  });
+  EXPECT_LE(testing::count_lines(log, "rejected connection") +
+                testing::count_lines(log, "more connections rejected"),
+            11u)
+      << log.substr(0, 4000);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <exception>
@@ -85,6 +86,63 @@ inline bool closed_by_peer(int fd, tcp::Deadline deadline) {
     const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
     if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return true;
   }
+}
+
+// `count` connections to `endpoint` that never send a byte, each re-dialed as soon as the other
+// side closes it, until destroyed: the idle flood of issue 15 (200 silent connections held open to
+// rank 0's rendezvous port kept every rank out).
+class SilentFlood {
+ public:
+  SilentFlood(tcp::Endpoint endpoint, size_t count) : endpoint_(std::move(endpoint)) {
+    for (size_t i = 0; i < count; ++i) sockets_.push_back(dial());
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SilentFlood() {
+    stop_ = true;
+    thread_.join();
+  }
+  size_t redials() const { return redials_.load(); }
+
+ private:
+  tcp::Fd dial() {
+    int error = 0;
+    return tcp::connect_to(endpoint_, 0, in(std::chrono::milliseconds(2000)), &error);
+  }
+  void run() {
+    while (!stop_) {
+      std::vector<pollfd> entries;
+      for (auto& socket : sockets_) entries.push_back({socket.get(), POLLIN, 0});
+      ::poll(entries.data(), entries.size(), 20);
+      for (size_t i = 0; i < sockets_.size(); ++i) {
+        if (entries[i].revents == 0 && entries[i].fd >= 0) continue;
+        char sink[256];
+        const ssize_t got = ::recv(sockets_[i].get(), sink, sizeof(sink), MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+          sockets_[i] = dial();
+          ++redials_;
+        }
+      }
+    }
+  }
+
+  const tcp::Endpoint endpoint_;
+  std::vector<tcp::Fd> sockets_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> redials_{0};
+  std::thread thread_;
+};
+
+// Lines of `log` that contain `part`.
+inline size_t count_lines(const std::string& log, const std::string& part) {
+  size_t count = 0;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    if (log.substr(start, end - start).find(part) != std::string::npos) ++count;
+    start = end + 1;
+  }
+  return count;
 }
 
 }  // namespace ringd::testing

@@ -89,8 +89,7 @@ bool Channel::consume_chunk_locked(ChannelOp& op) {
                                    << ": the next posted receive expects " << describe_tag(op.tag)
                                    << ", " << op.bytes << " bytes, but the peer sent "
                                    << describe_tag(header.tag) << ", " << header.message_bytes
-                                   << " bytes — the ranks are running different "
-                                      "collectives or disagree on sizes"),
+                                   << " bytes — " << tag_mismatch_cause(op.tag, header.tag)),
           true);
       return false;
     }

@@ -10,6 +10,7 @@
 #include "common/tunables.h"
 #include "ringd/error.h"
 #include "transport/completion.h"
+#include "transport/error_text.h"
 
 namespace ringd {
 
@@ -27,12 +28,6 @@ struct Channel {
   std::deque<PendingOp> sends;
   std::deque<PendingOp> recvs;
 };
-
-std::string describe_tag(uint64_t tag) {
-  std::ostringstream os;
-  os << "op #" << (tag >> 24) << " msg #" << (tag & 0xFFFFFF);
-  return os.str();
-}
 
 }  // namespace
 
@@ -83,8 +78,8 @@ void match(int src, int dst, PendingOp& send, PendingOp& recv) {
       RINGD_THROW(kMismatch, "rank " << dst << ": expected " << recv.bytes << " bytes ("
                                      << describe_tag(recv.tag) << ") from peer rank " << src
                                      << " but it sent " << send.bytes << " bytes ("
-                                     << describe_tag(send.tag)
-                                     << "); the ranks are running different collectives or sizes");
+                                     << describe_tag(send.tag) << "); "
+                                     << tag_mismatch_cause(recv.tag, send.tag));
     } catch (...) {
       error = std::current_exception();
     }

@@ -1,5 +1,8 @@
 // mpi_bootstrap_store(): the tcp transport under mpirun finds its peers through a TcpStoreServer on
-// rank 0 whose address travels by MPI_Bcast, so no --rendezvous flag is needed.
+// rank 0 whose address travels by MPI_Bcast, so no --rendezvous flag is needed. The job's identity
+// comes from MPI too: rank 0 chooses a random job id, creates the store's job record with it and
+// broadcasts it beside the address; every rank joins the store's job expecting that id
+// (rendezvous/job_membership.h), so a store that serves another job is refused.
 // C API only: keep <mpi.h> from pulling in the deprecated C++ bindings (libmpi_cxx).
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
@@ -10,6 +13,7 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "rendezvous/job_membership.h"
 #include "ringd/mpi.h"
 #include "ringd/tcp.h"
 #include "transport/mpi/mpi_errors.h"
@@ -26,6 +30,10 @@ class BootstrapStore : public Store {
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
     client_->set(key, value);
   }
+  bool add(const std::string& key, const std::vector<uint8_t>& value,
+           std::vector<uint8_t>* existing) override {
+    return client_->add(key, value, existing);
+  }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     return client_->get(key, timeout);
   }
@@ -40,10 +48,12 @@ class BootstrapStore : public Store {
 std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& secret) {
   mpi_ensure_initialized();
   int rank = 0;
+  int size = 0;
   mpi::check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  mpi::check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
 
-  // Rank 0 broadcasts "host:port", or "!<reason>" when it could not start the server, so the other
-  // ranks fail with the reason instead of waiting.
+  // Rank 0 broadcasts "<job id> host:port", or "!<reason>" when it could not start the server, so
+  // the other ranks fail with the reason instead of waiting.
   std::unique_ptr<TcpStoreServer> server;
   std::string message;
   std::exception_ptr server_error;
@@ -52,8 +62,9 @@ std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& sec
       // Where peers can reach rank 0: RINGD_IFACE's address, else this host name's, else loopback.
       const std::string host = tcp::default_host_address(tunables().interface);
       server = std::make_unique<TcpStoreServer>("0.0.0.0", 0, secret);
-      message = host + ":" + std::to_string(server->port());
-      RINGD_LOG(kInfo) << "rendezvous server for the tcp transport listening on " << message;
+      const std::string address = host + ":" + std::to_string(server->port());
+      message = rendezvous::new_job_id() + " " + address;
+      RINGD_LOG(kInfo) << "rendezvous server for the tcp transport listening on " << address;
     } catch (const std::exception& error) {
       server_error = std::current_exception();
       message = std::string("!") + error.what();
@@ -70,13 +81,17 @@ std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& sec
     RINGD_THROW(kUnavailable, "rank " << rank << ": rank 0 could not start the rendezvous server: "
                                       << message.substr(1));
   }
+  const size_t space = message.find(' ');
   const size_t colon = message.rfind(':');
-  if (colon == std::string::npos) {
+  if (space == std::string::npos || colon == std::string::npos || colon < space) {
     RINGD_THROW(kInternal, "rank " << rank << ": malformed rendezvous address '" << message << "'");
   }
-  const std::string host = message.substr(0, colon);
+  const std::string job_id = message.substr(0, space);
+  const std::string host = message.substr(space + 1, colon - space - 1);
   const auto port = static_cast<uint16_t>(std::stoi(message.substr(colon + 1)));
   auto client = std::make_unique<TcpStore>(host, port, secret, tunables().timeout);
+  // Every rank proposes the broadcast id, so the record is the same whoever comes first.
+  rendezvous::join_job(*client, rank, size, job_id);
   return std::make_unique<BootstrapStore>(std::move(server), std::move(client));
 }
 

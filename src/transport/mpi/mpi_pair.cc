@@ -12,6 +12,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "transport/error_text.h"
 #include "transport/mpi/mpi_errors.h"
 
 namespace ringd::mpi {
@@ -30,12 +31,6 @@ static_assert(sizeof(Header) == 16);
 constexpr std::chrono::microseconds kYieldPhase{100};
 constexpr long kFirstSleepNs = 1000;
 constexpr long kMaxSleepNs = 200000;
-
-std::string describe_tag(uint64_t tag) {
-  std::ostringstream os;
-  os << "tag " << tag << " (operation " << (tag >> 24) << ", message " << (tag & 0xFFFFFF) << ")";
-  return os.str();
-}
 
 class MpiRequest : public Request {
  public:
@@ -191,10 +186,12 @@ class MpiRequest : public Request {
         if (count < static_cast<int>(sizeof header)) {
           os << "a " << count << "-byte message without a ringd header";
         } else {
-          os << header.bytes << " bytes with " << describe_tag(header.tag);
+          os << header.bytes << " bytes with " << describe_tag(header.tag) << " for a receive of "
+             << bytes_ << " bytes with " << describe_tag(tag_) << "; "
+             << tag_mismatch_cause(tag_, header.tag);
         }
-        os << "; the ranks are running different collectives or sizes (every rank must call the "
-              "same collectives with the same counts in the same order)";
+        os << " (every rank must call the same collectives with the same counts, types and ops in "
+              "the same order)";
         RINGD_THROW(kMismatch, os.str());
       }
     }

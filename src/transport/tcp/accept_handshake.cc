@@ -36,6 +36,10 @@ bool send_now(int fd, const std::vector<uint8_t>& message) {
 
 std::string claimed(const HelloInfo& hello) {
   if (hello.kind == PeerKind::kStoreClient) return "a TCP store client";
+  if (hello.kind == PeerKind::kConflictNotice) {
+    return "a notice that rank " + std::to_string(hello.rank) + " was claimed twice, from " +
+           hello.address;
+  }
   if (hello.kind == PeerKind::kPsWorker) {
     return "parameter-server worker " + std::to_string(hello.rank) + " of " +
            std::to_string(hello.world_size) + (hello.address.empty() ? "" : " at " + hello.address);

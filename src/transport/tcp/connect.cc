@@ -1,9 +1,13 @@
-// tcp_connect(): listen, publish "host:port" under "tcp/<rank>", dial every lower rank (retrying
-// with back-off until the timeout), wait for every higher rank to dial in, return the Context.
+// tcp_connect(): join the store's job and claim this rank (rendezvous/job_membership.h), listen,
+// publish "host:port" under "tcp/<rank>", dial every lower rank (retrying with back-off until the
+// timeout), wait for every higher rank to dial in, check that nobody else claimed a rank of the
+// job meanwhile, return the Context. A process whose claim is refused tells every rank of the job
+// that already listens (a conflict notice), records the conflict in the store, and fails.
 #include <thread>
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "rendezvous/job_membership.h"
 #include "ringd/error.h"
 #include "ringd/tcp.h"
 #include "transport/tcp/device.h"
@@ -12,7 +16,8 @@
 namespace ringd {
 namespace {
 
-tcp::ResolvedTcpOptions resolve(const TcpOptions& options) {
+// A world of one opens no connection, so its missing secret is not worth a warning.
+tcp::ResolvedTcpOptions resolve(const TcpOptions& options, int size) {
   tcp::ResolvedTcpOptions resolved;
   const std::string& interface =
       options.interface.empty() ? tunables().interface : options.interface;
@@ -24,7 +29,8 @@ tcp::ResolvedTcpOptions resolve(const TcpOptions& options) {
         resolved.bind_host == "0.0.0.0" ? tcp::default_host_address(interface) : resolved.bind_host;
   }
   resolved.port = options.port;
-  resolved.secret = tcp::resolve_secret(options.secret);
+  resolved.secret = size > 1 ? tcp::resolve_secret(options.secret) : options.secret;
+  resolved.job_id = options.job_id;
   resolved.timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
   resolved.socket_buffer_bytes = options.socket_buffer_bytes > 0 ? options.socket_buffer_bytes
                                                                  : tunables().socket_buffer_bytes;
@@ -48,6 +54,7 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
   hello.rank = rank;
   hello.target_rank = peer;
   hello.world_size = size;
+  hello.job_id = options.job_id;
   hello.address = own_address;
   std::string last_error;
   int attempts = 0;
@@ -63,15 +70,55 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
   return socket;
 }
 
-}  // namespace
+// Tells every rank of the job that publishes an address that rank `rank` was claimed twice (this
+// process being refused), so a job that formed with the other claimant fails on every rank.
+void send_conflict_notices(Store& store, const tcp::ResolvedTcpOptions& options, int rank, int size,
+                           const std::string& who) {
+  tcp::HelloInfo hello;
+  hello.kind = tcp::PeerKind::kConflictNotice;
+  hello.rank = rank;
+  hello.world_size = size;
+  hello.job_id = options.job_id;
+  hello.address = who;
+  const tcp::Deadline deadline = tcp::Clock::now() + std::chrono::seconds(5);
+  for (int peer = 0; peer < size; ++peer) {
+    try {
+      const std::string address =
+          to_string(store.get(store_key(peer), std::chrono::milliseconds(0)));
+      const std::string self = "rank " + std::to_string(rank) + " (refused)";
+      int error = 0;
+      tcp::Fd socket = tcp::connect_to(tcp::parse_endpoint(address, store_key(peer)),
+                                       options.socket_buffer_bytes, deadline, &error);
+      if (!socket.valid()) continue;
+      hello.target_rank = peer;
+      tcp::dial_handshake(socket.get(), options.secret, hello, peer, self,
+                          "rank " + std::to_string(peer) + " (" + address + ")", deadline);
+    } catch (const Error&) {
+      // Not published, gone, or of another job: nothing to tell.
+    }
+  }
+}
 
-std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const TcpOptions& options) {
-  RINGD_CHECK_ARG(size >= 1 && rank >= 0 && rank < size,
-                  "tcp_connect: invalid rank " << rank << " for world size " << size);
-  const tcp::ResolvedTcpOptions resolved = resolve(options);
-  const tcp::Deadline deadline = tcp::Clock::now() + resolved.timeout;
-  auto device = std::make_shared<tcp::TcpDevice>(rank, size, resolved);
-  store.set(store_key(rank), to_bytes(device->listen_address()));
+// Claims `rank` in the store's job; a refused claim is recorded and announced, then thrown.
+void claim_rank(Store& store, const tcp::ResolvedTcpOptions& options, int rank, int size,
+                const std::string& listen_address) {
+  const std::string who = rendezvous::claimant(listen_address);
+  const std::string holder = rendezvous::claim_rank(store, rank, who);
+  if (holder.empty()) return;
+  rendezvous::record_conflict(store, "rank " + std::to_string(rank) + " of job " + options.job_id +
+                                         " was claimed twice: by " + holder + ", then by " + who);
+  send_conflict_notices(store, options, rank, size, who);
+  RINGD_THROW(kMismatch, "rank " << rank << ": rank " << rank << " of job " << options.job_id
+                                 << " was already claimed by " << holder << "; this process ("
+                                 << who << ") was refused — two processes were started as rank "
+                                 << rank << " (another job with the same --rendezvous and "
+                                 << "--size?); every rank of job " << options.job_id
+                                 << " was told to stop");
+}
+
+// Dials the lower ranks and waits for the higher ones to dial in.
+void connect_mesh(Store& store, const tcp::ResolvedTcpOptions& resolved, int rank, int size,
+                  tcp::TcpDevice& device, tcp::Deadline deadline) {
   for (int peer = 0; peer < rank; ++peer) {
     std::string address;
     try {
@@ -84,15 +131,48 @@ std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const Tcp
                                     << " — did that rank start?");
     }
     tcp::Fd socket =
-        dial_peer(resolved, rank, size, peer, address, device->listen_address(), deadline);
-    device->attach_dialed(peer, address, std::move(socket));
+        dial_peer(resolved, rank, size, peer, address, device.listen_address(), deadline);
+    device.attach_dialed(peer, address, std::move(socket));
   }
-  device->wait_for_acceptances(deadline);
+  device.wait_for_acceptances(deadline);
+}
+
+}  // namespace
+
+std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const TcpOptions& options) {
+  RINGD_CHECK_ARG(size >= 1 && rank >= 0 && rank < size,
+                  "tcp_connect: invalid rank " << rank << " for world size " << size);
+  tcp::ResolvedTcpOptions resolved = resolve(options, size);
+  const tcp::Deadline deadline = tcp::Clock::now() + resolved.timeout;
+  resolved.job_id = rendezvous::join_job(store, rank, size, options.job_id);
+  auto device = std::make_shared<tcp::TcpDevice>(rank, size, resolved);
+  claim_rank(store, resolved, rank, size, device->listen_address());
+  store.set(store_key(rank), to_bytes(device->listen_address()));
+  try {
+    connect_mesh(store, resolved, rank, size, *device, deadline);
+  } catch (const Error& error) {
+    // A peer that was told of a second claim stops listening: say why, not only that it is gone.
+    const std::string conflict = rendezvous::recorded_conflict(store);
+    if (conflict.empty()) throw;
+    RINGD_THROW(kMismatch, "rank " << rank << ": " << conflict
+                                   << " — the job stopped while this rank formed its mesh ("
+                                   << error.what() << ")");
+  }
+  // A second claim recorded before this rank listened could not be announced to it.
+  const std::string conflict = rendezvous::recorded_conflict(store);
+  if (!conflict.empty()) {
+    device->fail_job(conflict +
+                     " — another job was started with the same --rendezvous and --size; "
+                     "restart this job on a rendezvous address of its own");
+  }
+  const std::string failure = device->failure();
+  if (!failure.empty()) RINGD_THROW(kMismatch, "rank " << rank << ": " << failure);
   std::vector<std::unique_ptr<Pair>> pairs(size);
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank) pairs[peer] = std::make_unique<tcp::TcpPair>(device->channel(peer));
   }
-  RINGD_LOG(kInfo) << "rank " << rank << ": tcp mesh of " << size << " ranks connected";
+  RINGD_LOG(kInfo) << "rank " << rank << ": tcp mesh of " << size << " ranks of job "
+                   << resolved.job_id << " connected";
   return std::make_unique<Context>(rank, size, "tcp", std::move(pairs), std::move(device),
                                    resolved.timeout);
 }

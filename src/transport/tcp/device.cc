@@ -10,6 +10,7 @@ TcpDevice::TcpDevice(int rank, int size, const ResolvedTcpOptions& options)
     : rank_(rank),
       size_(size),
       timeout_(options.timeout),
+      job_id_(options.job_id),
       loop_("rank " + std::to_string(rank) + " tcp I/O"),
       channels_(size),
       connected_(size, false) {
@@ -52,7 +53,19 @@ void TcpDevice::attach_dialed(int peer, const std::string& peer_address, Fd sock
 }
 
 std::string TcpDevice::admit(const HelloInfo& hello) {
-  if (hello.kind != PeerKind::kPair) return "this port serves ringd rank pairs, not the TCP store";
+  if (hello.kind != PeerKind::kPair && hello.kind != PeerKind::kConflictNotice) {
+    return "this port serves ringd rank pairs, not the TCP store";
+  }
+  if (hello.job_id != job_id_) {
+    return "the dialer belongs to job " + (hello.job_id.empty() ? "(none)" : hello.job_id) +
+           ", this rank to job " + job_id_ +
+           " — a rank of another job dialed this one (stale rendezvous data, or two jobs on one "
+           "--rendezvous)";
+  }
+  if (hello.kind == PeerKind::kConflictNotice) {
+    if (hello.rank < 0 || hello.rank >= size_) return "conflict notice for no rank of this job";
+    return "";
+  }
   if (hello.world_size != size_) {
     return "world size mismatch: the dialer has " + std::to_string(hello.world_size) +
            " ranks, this rank " + std::to_string(size_);
@@ -74,6 +87,19 @@ std::string TcpDevice::admit(const HelloInfo& hello) {
 }
 
 void TcpDevice::on_admitted(Fd socket, const HelloInfo& hello) {
+  if (hello.kind == PeerKind::kConflictNotice) {
+    std::string holder = "this process";
+    if (hello.rank != rank_) {
+      holder = "peer " + channels_[hello.rank]->description();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!connected_[hello.rank]) holder = "another process";
+    }
+    fail_job("rank " + std::to_string(hello.rank) + " of job " + job_id_ +
+             " was claimed by two processes: " + holder + " holds it, and " + hello.address +
+             " was refused — another job was started with the same --rendezvous and --size; "
+             "this job's results cannot be trusted, restart it on a rendezvous address of its own");
+    return;  // closes the notice's socket
+  }
   channels_[hello.rank]->set_peer_address(hello.address);
   channels_[hello.rank]->attach(std::move(socket));
   {
@@ -92,15 +118,37 @@ void TcpDevice::on_rejected(const HelloInfo* hello, ErrorCode code, const std::s
   }
 }
 
+void TcpDevice::fail_job(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!job_failure_.empty()) return;
+    job_failure_ = reason;
+  }
+  RINGD_LOG(kError) << "rank " << rank_ << ": " << reason;
+  for (auto& channel : channels_) {
+    if (channel) channel->abort(reason);
+  }
+  changed_.notify_all();
+}
+
+std::string TcpDevice::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return job_failure_;
+}
+
 void TcpDevice::wait_for_acceptances(Deadline deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto all_connected = [&] {
+    if (!job_failure_.empty()) return true;
     for (int peer = rank_ + 1; peer < size_; ++peer) {
       if (!connected_[peer]) return false;
     }
     return true;
   };
-  if (changed_.wait_until(lock, deadline, all_connected)) return;
+  if (changed_.wait_until(lock, deadline, all_connected)) {
+    if (job_failure_.empty()) return;
+    RINGD_THROW(kMismatch, "rank " << rank_ << ": " << job_failure_);
+  }
   std::ostringstream missing;
   for (int peer = rank_ + 1; peer < size_; ++peer) {
     if (!connected_[peer]) missing << (missing.tellp() > 0 ? ", " : "") << peer;

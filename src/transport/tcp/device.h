@@ -3,7 +3,9 @@
 // builds it and hands it to Context as the keepalive, so it is destroyed after the pairs.
 //
 // Mesh rule: rank i dials every rank j < i; rank j accepts from every rank above it and learns who
-// is calling from the authenticated HELLO.
+// is calling from the authenticated HELLO, which must carry this rank's job id. The listener also
+// takes conflict notices (a second process claimed a rank of this job): the job then fails on
+// every rank, naming both claimants.
 #pragma once
 
 #include <chrono>
@@ -24,6 +26,7 @@ struct ResolvedTcpOptions {
   std::string advertise_host;
   uint16_t port = 0;
   std::string secret;
+  std::string job_id;  // the job this rank joined (rendezvous/job_membership.h)
   std::chrono::milliseconds timeout{0};
   size_t socket_buffer_bytes = 0;
 };
@@ -40,8 +43,15 @@ class TcpDevice {
   // A socket this rank dialed to `peer` (< rank) and authenticated.
   void attach_dialed(int peer, const std::string& peer_address, Fd socket);
   // Blocks until every rank above this one has connected. At the deadline throws kAuth when
-  // a connection claiming a missing rank failed the secret check, else kTimeout.
+  // a connection claiming a missing rank failed the secret check, else kTimeout; throws kMismatch
+  // at once when a conflict notice arrived.
   void wait_for_acceptances(Deadline deadline);
+  // Fails the job: every pair is aborted with `reason` (each peer is told), and a wait for
+  // acceptances throws it. For a second claim of a rank (a conflict notice, or one recorded in
+  // the store). Any thread.
+  void fail_job(const std::string& reason);
+  // The reason given to fail_job(), or "".
+  std::string failure() const;
 
  private:
   std::string admit(const HelloInfo& hello);  // the I/O thread
@@ -51,16 +61,18 @@ class TcpDevice {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const std::string job_id_;
   IoLoop loop_;  // declared first: destroyed last
   std::vector<std::shared_ptr<PairChannel>> channels_;
   std::shared_ptr<Acceptor> acceptor_;
   std::string listen_address_;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<bool> connected_;           // guarded by mutex_
   std::string last_rejection_;            // guarded by mutex_
   bool auth_failed_for_missing_ = false;  // guarded by mutex_
+  std::string job_failure_;               // guarded by mutex_
 };
 
 }  // namespace ringd::tcp

@@ -11,9 +11,10 @@
 // Sequence (the dialer connect()s, the acceptor accept()s; K = the job secret):
 //
 //   dialer                                                   acceptor
-//     | HELLO     kind u32 (1 pair, 2 store client, 3 ps worker),      |
-//     |           dialer rank i32, target rank i32, world size i32,    |
-//     |           Nd u8[16], address length u16, dialer's "host:port"  |
+//     | HELLO     kind u32 (1 pair, 2 store client, 3 ps worker,       |
+//     |           4 conflict notice), dialer rank i32, target rank i32,|
+//     |           world size i32, Nd u8[16], job id u8[16] (zeros: no  |
+//     |           job yet), address length u16, dialer's "host:port"   |
 //     |------------------------------------------------------------->| check magic, version,
 //     |                                                               | kind, body
 //     | CHALLENGE acceptor rank i32, Na u8[16], Ma u8[32]             |
@@ -34,6 +35,12 @@
 // has another version is reported as "peer speaks ringd protocol vX, this is vY". The acceptor runs
 // its side asynchronously in the I/O loop with a deadline of kHandshakeTimeout; anything that fails
 // is logged ("rejected connection from a.b.c.d:port: <reason>") and closed.
+//
+// Job identity (v2): a pair's HELLO carries the id of the job the dialer joined (16 random bytes
+// chosen by the first rank to reach the rendezvous store, rendezvous/job_membership.h); a rank
+// refuses a HELLO of another job. A conflict notice (kind 4) is sent by a process whose claim of
+// rank `dialer rank` was refused, to every rank of the job: the rank that accepts it fails its
+// context, naming both claimants (the address field carries the refused claimant's description).
 //
 // After an accepted RESULT, a pair carries data messages in both directions (see pair.h):
 //
@@ -56,16 +63,18 @@
 
 namespace ringd::tcp {
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: the HELLO carries the job id
 constexpr char kHandshakeMagic[4] = {'R', 'N', 'G', 'D'};
 constexpr size_t kHandshakeHeaderBytes = 16;
 constexpr size_t kMaxHandshakeBody = 1024;
 constexpr size_t kNonceBytes = 16;
+constexpr size_t kJobIdBytes = 16;  // on the wire; 32 hex digits in HelloInfo and messages
 constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
 
 enum class HandshakeType : uint32_t { kHello = 1, kChallenge = 2, kProof = 3, kResult = 4 };
 // kPsWorker: a parameter-server worker calling a server (src/ps/), rank = the worker's rank.
-enum class PeerKind : uint32_t { kPair = 1, kStoreClient = 2, kPsWorker = 3 };
+// kConflictNotice: rank `rank` was claimed twice; sent by the refused claimant (see above).
+enum class PeerKind : uint32_t { kPair = 1, kStoreClient = 2, kPsWorker = 3, kConflictNotice = 4 };
 enum class HandshakeStatus : uint32_t { kAccepted = 0, kProtocol = 1, kAuth = 2, kRefused = 3 };
 
 struct HelloInfo {
@@ -73,6 +82,7 @@ struct HelloInfo {
   int32_t rank = -1;         // the dialer's rank (-1 for store clients)
   int32_t target_rank = -1;  // the rank the dialer believes it is calling (-1: the store)
   int32_t world_size = 0;
+  std::string job_id;   // 32 lowercase hex digits, or "" (store clients, ps workers)
   std::string address;  // the dialer's advertised "host:port" (for error messages)
 };
 

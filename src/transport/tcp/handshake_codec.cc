@@ -50,6 +50,38 @@ Sha256Digest proof(const std::string& secret, const char* label,
   return mac.finish();
 }
 
+namespace {
+
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+// 32 hex digits -> 16 bytes; "" (or anything else) -> zeros.
+void job_id_bytes(const std::string& job_id, uint8_t* out) {
+  std::memset(out, 0, kJobIdBytes);
+  if (job_id.size() != 2 * kJobIdBytes) return;
+  for (size_t i = 0; i < kJobIdBytes; ++i) {
+    const char* high = std::strchr(kHexDigits, job_id[2 * i]);
+    const char* low = std::strchr(kHexDigits, job_id[2 * i + 1]);
+    if (!high || !low || !*high || !*low) {
+      std::memset(out, 0, kJobIdBytes);
+      return;
+    }
+    out[i] = static_cast<uint8_t>(((high - kHexDigits) << 4) | (low - kHexDigits));
+  }
+}
+
+std::string job_id_text(const uint8_t* bytes) {
+  std::string text;
+  bool zero = true;
+  for (size_t i = 0; i < kJobIdBytes; ++i) {
+    zero = zero && bytes[i] == 0;
+    text += kHexDigits[bytes[i] >> 4];
+    text += kHexDigits[bytes[i] & 15];
+  }
+  return zero ? "" : text;
+}
+
+}  // namespace
+
 std::vector<uint8_t> encode_hello(const HelloInfo& hello, const uint8_t* nonce) {
   Writer writer;
   writer.u32(static_cast<uint32_t>(hello.kind));
@@ -57,6 +89,9 @@ std::vector<uint8_t> encode_hello(const HelloInfo& hello, const uint8_t* nonce) 
   writer.i32(hello.target_rank);
   writer.i32(hello.world_size);
   writer.raw(nonce, kNonceBytes);
+  uint8_t job[kJobIdBytes];
+  job_id_bytes(hello.job_id, job);
+  writer.raw(job, kJobIdBytes);
   const std::string address = hello.address.substr(0, 255);
   writer.u16(static_cast<uint16_t>(address.size()));
   writer.raw(address.data(), address.size());
@@ -71,12 +106,16 @@ bool decode_hello(const std::vector<uint8_t>& body, HelloInfo* out) {
   out->world_size = reader.i32();
   uint8_t nonce[kNonceBytes];
   reader.raw(nonce, kNonceBytes);
+  uint8_t job[kJobIdBytes] = {};
+  reader.raw(job, kJobIdBytes);
+  out->job_id = job_id_text(job);
   const uint16_t address_bytes = reader.u16();
   out->address = reader.text(address_bytes);
   if (!reader.at_end() || address_bytes > 255) return false;
   if (kind != static_cast<uint32_t>(PeerKind::kPair) &&
       kind != static_cast<uint32_t>(PeerKind::kStoreClient) &&
-      kind != static_cast<uint32_t>(PeerKind::kPsWorker)) {
+      kind != static_cast<uint32_t>(PeerKind::kPsWorker) &&
+      kind != static_cast<uint32_t>(PeerKind::kConflictNotice)) {
     return false;
   }
   out->kind = static_cast<PeerKind>(kind);

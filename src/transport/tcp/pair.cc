@@ -211,6 +211,14 @@ void PairChannel::fail_requests_locked(const Error& error) {
 
 void PairChannel::close_socket_locked() {
   aborting_ = false;
+  if (socket_.valid() && failed_) {
+    // Bytes the peer sent that nobody will read would make close() send a reset, and a reset
+    // discards what the peer has not read yet, our abort notice included: read them away first
+    // (without blocking; what arrives later may still reset).
+    char sink[16384];
+    for (int i = 0; i < 64 && ::recv(socket_.get(), sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
+    }
+  }
   if (socket_.valid()) {
     loop_.remove_fd(read_socket_.get());
     read_socket_.reset();
@@ -234,36 +242,40 @@ void PairChannel::abort(const std::string& reason) noexcept {
     const Error error =
         RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": the pair to peer rank " << peer_ << " ("
                                             << peer_address_ << ") was aborted: " << reason);
-    // The message partly on the wire must be finished or the stream is corrupt; copy its bytes,
-    // since the caller may release its buffers as soon as we return.
-    std::shared_ptr<PairOp> partial;
-    if (!sends_.empty() && sends_.front()->progress > 0) {
-      partial = std::make_shared<PairOp>(*sends_.front());
-      partial->owned.assign(partial->data, partial->data + partial->bytes);
-      partial->data = partial->owned.data();
-    }
-    auto notice = std::make_shared<PairOp>();
-    notice->is_send = true;
-    notice->owned.assign(reason.begin(),
-                         reason.begin() + std::min(reason.size(), kMaxAbortReasonBytes));
-    notice->data = notice->owned.data();
-    notice->bytes = notice->owned.size();
-    notice->header = MessageHeader{kDataMagic | kProtocolVersion, kFlagAbort, 0, notice->bytes};
-    fail_requests_locked(error);  // every user request, pending or future, fails now
-    if (partial) sends_.push_back(partial);
-    sends_.push_back(notice);
-    aborting_ = true;
-    // Write now rather than wait for the I/O thread: the process may be about to exit.
-    progress_send_locked();
-    if (aborting_ && sends_.empty()) {
-      ::shutdown(socket_.get(), SHUT_WR);  // FIN after the notice; closed with the context
-      aborting_ = false;
-    }
-    wake_id = aborting_ ? loop_id_ : 0;
+    wake_id = abort_locked(error, reason) ? loop_id_ : 0;
   } catch (...) {
     return;  // best effort
   }
   if (wake_id != 0) loop_.wake(wake_id);
+}
+
+bool PairChannel::abort_locked(const Error& error, const std::string& reason) {
+  // The message partly on the wire must be finished or the stream is corrupt; copy its bytes,
+  // since the caller may release its buffers as soon as we return.
+  std::shared_ptr<PairOp> partial;
+  if (!sends_.empty() && sends_.front()->progress > 0) {
+    partial = std::make_shared<PairOp>(*sends_.front());
+    partial->owned.assign(partial->data, partial->data + partial->bytes);
+    partial->data = partial->owned.data();
+  }
+  auto notice = std::make_shared<PairOp>();
+  notice->is_send = true;
+  notice->owned.assign(reason.begin(),
+                       reason.begin() + std::min(reason.size(), kMaxAbortReasonBytes));
+  notice->data = notice->owned.data();
+  notice->bytes = notice->owned.size();
+  notice->header = MessageHeader{kDataMagic | kProtocolVersion, kFlagAbort, 0, notice->bytes};
+  fail_requests_locked(error);  // every user request, pending or future, fails now
+  if (partial) sends_.push_back(partial);
+  sends_.push_back(notice);
+  aborting_ = true;
+  // Write now rather than wait for the I/O thread: the process may be about to exit.
+  progress_send_locked();
+  if (aborting_ && sends_.empty()) {
+    ::shutdown(socket_.get(), SHUT_WR);  // FIN after the notice; closed with the context
+    aborting_ = false;
+  }
+  return aborting_;  // the I/O thread must finish writing the notice
 }
 
 namespace {

@@ -111,6 +111,9 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
 
  private:
   void fail_locked(const Error& error);
+  // Fails every request with `error` and queues an abort notice carrying `reason` to the peer
+  // (written at once as far as the socket takes it); true while the I/O thread must finish it.
+  bool abort_locked(const Error& error, const std::string& reason);
   // Records `error` as the pair's failure and fails every queued request with it.
   void fail_requests_locked(const Error& error);
   void close_socket_locked();

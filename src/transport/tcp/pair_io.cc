@@ -161,10 +161,11 @@ bool PairChannel::progress_recv_locked() {
                                << peer_address_ << "): the next posted receive expects "
                                << describe_tag(op.tag) << ", " << op.bytes << " bytes, but the "
                                << "peer sent " << describe_tag(incoming_.tag) << ", "
-                               << incoming_.bytes
-                               << " bytes — the ranks are running different "
-                                  "collectives or disagree on sizes");
-        fail_locked(error);
+                               << incoming_.bytes << " bytes — "
+                               << tag_mismatch_cause(op.tag, incoming_.tag));
+        // Tell the peer why (it is waiting on this pair too), marked as a mismatch so it fails
+        // with kMismatch as well, rather than closing and leaving it a bare reset.
+        abort_locked(error, kMismatchAbortMark + std::string(error.what()));
         return true;
       }
       matched_ = true;

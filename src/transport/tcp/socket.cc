@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "ringd/error.h"
 
@@ -304,6 +305,19 @@ std::string io_status_text(IoStatus status, int error) {
     case IoStatus::kError: return errno_text(error);
   }
   return "unknown";
+}
+
+std::string random_hex(size_t bytes) {
+  std::vector<unsigned char> random(bytes);
+  random_bytes(random.data(), bytes);
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * bytes);
+  for (const unsigned char byte : random) {
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 15];
+  }
+  return hex;
 }
 
 void random_bytes(void* out, size_t bytes) {

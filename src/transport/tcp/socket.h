@@ -86,5 +86,7 @@ std::string errno_text(int error);
 
 // Fills `out` from the kernel's random pool (getrandom); throws ringd::Error(kIo) on failure.
 void random_bytes(void* out, size_t bytes);
+// `bytes` random bytes as 2 x `bytes` lower-case hex digits (job ids, generated job secrets).
+std::string random_hex(size_t bytes);
 
 }  // namespace ringd::tcp

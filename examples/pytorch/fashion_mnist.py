@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""A small CNN on Fashion-MNIST, data-parallel: each rank trains on its share of every epoch and
+the gradients are averaged by ringd.torch's DistributedOptimizer (or, with --framework, Horovod's
+or PyTorch DDP's, so the comparison is the same script).
+
+    mpirun -np 4 python examples/pytorch/fashion_mnist.py
+    mpirun -np 4 python examples/pytorch/fashion_mnist.py --framework horovod
+
+Reads the IDX files of Debian's dataset-fashion-mnist package (apt-get install
+dataset-fashion-mnist; --data-dir for others): nothing is downloaded. Rank 0 prints one line per
+epoch (loss, test accuracy, time, samples/s) and the final test accuracy; --json writes them.
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frameworks import FRAMEWORKS, Distributed  # noqa: E402
+
+DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    """An IDX file (optionally .gz) as a NumPy array: images uint8 [n, 28, 28], labels uint8 [n]."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    offset = 4 + 4 * dims
+    expected = int(np.prod(shape))
+    if len(data) - offset != expected:
+        raise ValueError(f"{path}: {len(data) - offset} bytes of data, the header says {expected}")
+    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(shape)
+
+
+def load(data_dir, split):
+    def find(stem):
+        for name in (stem, stem + ".gz"):
+            path = os.path.join(data_dir, name)
+            if os.path.exists(path):
+                return path
+        raise FileNotFoundError(
+            f"{os.path.join(data_dir, stem)}[.gz] not found: apt-get install dataset-fashion-mnist, "
+            f"or pass --data-dir")
+
+    prefix = "train" if split == "train" else "t10k"
+    images = read_idx(find(f"{prefix}-images-idx3-ubyte"))
+    labels = read_idx(find(f"{prefix}-labels-idx1-ubyte"))
+    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
+    x = (x - 0.2860) / 0.3530  # Fashion-MNIST's mean and standard deviation
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+class Net(nn.Module):
+    """Two 5x5 convolutions (32, 64 channels) with max-pooling, then 1024 -> 128 -> 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = nn.Linear(64 * 7 * 7, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="ringd")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64, help="per rank")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's, for one rank; "
+                        "scaled by the square root of the number of ranks")
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads per rank (0: cores / local ranks, at least 1)")
+    parser.add_argument("--fp16-allreduce", action="store_true",
+                        help="gradients travel as float16 (not with --framework ddp)")
+    parser.add_argument("--limit-train", type=int, default=0,
+                        help="train on this many images per epoch (all ranks together; 0: all "
+                        "60000): a quick smoke run")
+    parser.add_argument("--json", help="write the per-epoch results here (rank 0)")
+    args = parser.parse_args()
+    if args.epochs < 1 or args.batch_size < 1 or not args.lr > 0 or args.limit_train < 0:
+        parser.error("--epochs and --batch-size must be at least 1, --lr positive and "
+                     "--limit-train at least 0")
+
+    dist = Distributed(args.framework)
+    local_size = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE",
+                                    os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // local_size))
+    torch.manual_seed(args.seed)
+
+    train_x, train_y = load(args.data_dir, "train")
+    test_x, test_y = load(args.data_dir, "test")
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * dist.size ** 0.5)
+    model, optimizer = dist.wrap(model, optimizer, "fp16" if args.fp16_allreduce else None)
+
+    # This rank's share of the test set; the counts are summed across the ranks.
+    test_share = slice(dist.rank, None, dist.size)
+    results = []
+    started = time.time()
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(
+            args.seed * 1000 + epoch))
+        if args.limit_train:
+            order = order[:args.limit_train]
+        mine = order[dist.rank::dist.size]
+        steps = len(order) // dist.size // args.batch_size  # the same on every rank
+        epoch_start = time.time()
+        loss_sum = 0.0
+        for step in range(steps):
+            batch = mine[step * args.batch_size:(step + 1) * args.batch_size]
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(train_x[batch]), train_y[batch])
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.item()
+        train_s = time.time() - epoch_start
+
+        model.eval()
+        with torch.no_grad():
+            logits = model(test_x[test_share])
+            correct = (logits.argmax(1) == test_y[test_share]).sum().item()
+        totals = dist.sum(torch.tensor([correct, len(test_y[test_share]), loss_sum, steps],
+                                       dtype=torch.float64))
+        accuracy = totals[0].item() / totals[1].item()
+        mean_loss = totals[2].item() / totals[3].item()
+        samples_s = steps * args.batch_size * dist.size / train_s
+        results.append({"epoch": epoch, "loss": mean_loss, "test_accuracy": accuracy,
+                        "train_s": train_s, "samples_per_s": samples_s})
+        if dist.rank == 0:
+            print(f"epoch {epoch}/{args.epochs}  loss {mean_loss:.4f}  test accuracy {accuracy:.4f}"
+                  f"  {train_s:.1f} s  {samples_s:.0f} samples/s  ({args.framework}, "
+                  f"{dist.size} ranks)", flush=True)
+    if dist.rank == 0:
+        print(f"final test accuracy {results[-1]['test_accuracy']:.4f} after {args.epochs} epochs "
+              f"in {time.time() - started:.1f} s", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"framework": args.framework, "ranks": dist.size, "epochs": results},
+                          f, indent=1)
+    dist.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+// Setting up a job in one call: where this process sits (identity), how the ranks find each other
+// (rendezvous), the connection (transport → Context) and, optionally, the fusion engine on it. The
+// `ringd` commands and the Python package both open their jobs here.
+//
+//   ringd::JobOptions options;             // all unset: found from the environment
+//   ringd::Job job(options);               // collective: every rank of the job opens it
+//   ringd::Engine& engine = job.engine();  // allreduce_async(...) etc., see ringd/engine.h
+//
+// Where the ranks are, in this order (the first that speaks wins; two that disagree are an error
+// naming both):
+//  * explicit rank/size (+ rendezvous host:port for tcp and ibverbs);
+//  * mpirun: OMPI_COMM_WORLD_RANK/SIZE (+ _LOCAL_RANK/_LOCAL_SIZE); the peers are found through
+//    MPI, the transport defaults to mpi;
+//  * torchrun: RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE; rank 0 serves the rendezvous store at
+//    MASTER_ADDR, port RINGD_RENDEZVOUS_PORT, else MASTER_PORT + 1 (torchrun's store holds
+//    MASTER_PORT);
+//  * a Kubernetes StatefulSet pod: POD_NAME "<set>-<ordinal>" and RINGD_REPLICAS
+//  (docs/launcher.md);
+//  * nothing: a world of one.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ringd/engine.h"
+#include "ringd/transport.h"
+
+namespace ringd {
+
+struct JobOptions {
+  int rank = -1;           // -1: from the environment
+  int size = -1;           // -1: from the environment
+  std::string rendezvous;  // "host:port" where rank 0 serves the store; "": from the environment
+  std::string transport;   // tcp | mpi | ibverbs; "": mpi under mpirun (when built in), else tcp
+  std::string interface;   // tcp: listen on / advertise this interface ("": any)
+  int tcp_port = 0;        // tcp: this rank's listening port (0: any)
+  std::chrono::milliseconds timeout{0};  // 0: RINGD_TIMEOUT
+  bool start_engine = true;              // false: the Context is the caller's (context())
+  EngineOptions engine;
+};
+
+// Where this process sits. local_*: the processes of this host (mpirun's and torchrun's local
+// rank and size; 1 per pod otherwise: ringd runs one process per node). cross_*: this process
+// among those with the same local rank, as in Horovod (cross_size = the number of nodes when every
+// node runs as many processes).
+struct JobIdentity {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::string transport;  // the transport in use
+  std::string source;     // what told it: "explicit", "mpirun", "torchrun", "statefulset", "single"
+};
+
+class Job {
+ public:
+  // Collective: returns once every rank is connected (and their engines started). Throws
+  // ringd::Error naming the rank and what is wrong: kInvalidArgument for contradicting or
+  // malformed inputs, kTimeout when the peers do not all arrive within the timeout.
+  explicit Job(const JobOptions& options = {});
+  ~Job();  // shutdown(), never throws
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const JobIdentity& identity() const;
+  int rank() const { return identity().rank; }
+  int size() const { return identity().size; }
+
+  // The engine (start_engine) — while it runs, the Context is its own thread's; throws
+  // kInvalidArgument when the job was opened without one, or after shutdown().
+  Engine& engine();
+  // The connection itself; with an engine running, only for reading rank/size/transport.
+  Context& context();
+
+  // Stops the engine (collective in effect: see Engine::shutdown) and closes the connection.
+  // Idempotent.
+  void shutdown();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringd

@@ -1,0 +1,79 @@
+"""ringd.torch: Horovod's PyTorch API on ringd, so a Horovod script ports by changing its import
+(`import ringd.torch as hvd`).
+
+  hvd.init()                                   # from mpirun's / torchrun's environment
+  hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+  optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+  hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+Tensors: float32 float64 float16 bfloat16 int32 int64 uint8 (other dtypes: TypeError naming the
+dtype); contiguous CPU tensors go to the engine without a copy, non-contiguous ones through a
+contiguous copy, CUDA tensors through host memory (ringd.torch.tensors). Errors are
+ringd.RingdError subclasses (re-exported here). Not supported: process sets, join(), sparse
+gradients, Adasum.
+"""
+
+from ringd._core import (
+    InvalidArgumentError,
+    MismatchError,
+    PeerLostError,
+    RingdError,
+    RingdTimeoutError,
+)
+from ringd._runtime import (
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    cross_rank,
+    cross_size,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    rank,
+    shutdown,
+    size,
+)
+from ringd.torch.collectives import (
+    allgather,
+    allgather_async,
+    allreduce,
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    barrier,
+    broadcast,
+    broadcast_,
+    broadcast_async,
+    broadcast_async_,
+    grouped_allreduce,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    poll,
+    reducescatter,
+    synchronize,
+)
+from ringd.torch.compression import Compression
+from ringd.torch.functions import (
+    allgather_object,
+    broadcast_object,
+    broadcast_optimizer_state,
+    broadcast_parameters,
+)
+from ringd.torch.optimizer import DistributedOptimizer
+
+__all__ = [
+    "Average", "Sum", "Min", "Max", "Product", "Compression",
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "cross_rank", "cross_size",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "allgather", "allgather_async", "reducescatter", "synchronize", "poll", "barrier",
+    "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "allgather_object",
+    "DistributedOptimizer",
+    "RingdError", "InvalidArgumentError", "MismatchError", "PeerLostError", "RingdTimeoutError",
+]

@@ -1,0 +1,36 @@
+#include "cli/job_flags.h"
+
+#include <CLI/CLI.hpp>
+
+#include "cli/flag_checks.h"
+
+namespace ringd::cli {
+
+void add_job_options(CLI::App& app, job::TopologyFlags* topology, std::string* interface,
+                     int* tcp_port, std::string* timeout_text) {
+  app.add_option("--transport", topology->transport,
+                 "tcp, mpi, ibverbs or inproc (default: mpi under mpirun when built with MPI, "
+                 "else tcp)")
+      ->check(CLI::IsMember({"tcp", "mpi", "ibverbs", "inproc"}));
+  app.add_option("--ranks", topology->inproc_ranks,
+                 "--transport inproc: number of ranks (threads in this process)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--rank", topology->rank, "this process's rank (without mpirun)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--size", topology->size, "number of ranks (without mpirun)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--rendezvous", topology->rendezvous,
+                 "HOST:PORT of rank 0's rendezvous store (without mpirun, tcp)")
+      ->type_name("HOST:PORT");
+  app.add_option("--iface", *interface,
+                 "tcp: listen on and advertise this interface's IPv4 address (default "
+                 "RINGD_IFACE)")
+      ->type_name("NAME");
+  app.add_option("--tcp-port", *tcp_port, "tcp: this rank's listening port (default: any)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--timeout", *timeout_text, "seconds any wait may take (overrides RINGD_TIMEOUT)")
+      ->type_name("SECONDS")
+      ->check(seconds_check("--timeout"));
+}
+
+}  // namespace ringd::cli

@@ -1,0 +1,290 @@
+#include "cli/train_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cli/command_errors.h"
+#include "cli/flag_checks.h"
+#include "cli/job_flags.h"
+#include "cli/output_file.h"
+#include "common/logging.h"
+#include "common/tunables.h"
+#include "job/job_context.h"
+#include "model/gemm.h"
+#include "model/mlp.h"
+#include "ringd/config.h"
+#include "ringd/error.h"
+#include "ringd/inproc.h"
+#include "runners/train_report.h"
+#include "runners/train_runner.h"
+
+namespace ringd::cli {
+namespace {
+
+constexpr const char* kFooter = R"(
+Data order: each epoch visits the training set in a permutation drawn from (--seed, epoch); every
+step takes the next global batch (--batch-size x ranks samples) and rank r trains on its r-th
+slice, so N ranks compute exactly the averaged gradient of one rank with the whole global batch.
+
+Learning rate: --lr is for one worker; with --lr-scaling linear (default) the rate is
+--lr x ranks (the global batch grows with the ranks), reached by a linear warm-up over
+--warmup-steps steps (from 1/warmup of it). --lr-scaling none keeps --lr.
+
+Checkpoints (--checkpoint-dir): rank 0 writes <dir>/ckpt-<step>.ringd every --checkpoint-every
+steps and at the end, atomically, with a SHA-256 checksum; --resume continues from the newest
+intact one (corrupt or truncated files are skipped with a warning) and reaches the same
+parameters as a run that never stopped.
+
+Examples:
+  ringd train --transport inproc --ranks 4 --epochs 3
+  mpirun -np 4 --mca mpi_yield_when_idle 1 ringd train --checkpoint-dir /tmp/ckpt --json out.json
+  ringd train --transport inproc --ranks 4 --model replay --profile vgg16 --compute-ms 100
+)";
+
+struct TrainFlagText {
+  std::string mode = "allreduce";
+  std::string lr_scaling = "linear";
+  std::string spread = "uniform";
+  std::string threshold;
+  std::string timeout;
+  std::string compression;
+};
+
+void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagText* text) {
+  app.add_option("--mode", text->mode, "gradient exchange: allreduce (default) or ps")
+      ->check(CLI::IsMember({"allreduce", "ps"}));
+  app.add_option("--model", config->model, "mlp (default) or replay (a gradient profile)")
+      ->check(CLI::IsMember({"mlp", "replay"}));
+  app.add_option("--layers", config->layers, "MLP layer sizes, inputs first (default 784,256,10)")
+      ->type_name("N,N,...");
+  app.add_option("--blas", config->blas,
+                 "MLP matrix products: auto (default: cublas where this build has cuBLAS and rank "
+                 "0 sees a GPU, else openblas), openblas (CPU) or cublas (GPU); rank 0's choice is "
+                 "the job's")
+      ->check(CLI::IsMember({"auto", "openblas", "cublas"}));
+  app.add_option("--profile", config->profile,
+                 "replay: resnet50, vgg16, bert_base, inception_v3 or a .tsv file");
+  app.add_option("--compute-ms", config->compute_ms,
+                 "replay: modeled backward compute per step in ms; forward is half of it")
+      ->check(finite_range(0.0, 1e7));
+  app.add_option("--spread", text->spread, "replay: compute shared uniform (default) or by size")
+      ->check(CLI::IsMember({"uniform", "size"}));
+  app.add_option("--steps-per-epoch", config->steps_per_epoch, "replay: steps per epoch (100)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option(
+         "--data", config->data_dir,
+         std::string("directory of train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz] (default ") +
+             model::kDefaultDataDir + ")")
+      ->type_name("DIR");
+  app.add_option("--train-limit", config->train_limit, "use the first N training samples only")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-limit", config->test_limit, "use the first N test samples only")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag(
+      "--no-eval", [config](int64_t) { config->evaluate = false; },
+      "no test accuracy at the end of epochs");
+  app.add_option("--epochs", config->epochs, "epochs (default 3)")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-steps", config->max_steps, "stop after this many global steps")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--batch-size", config->batch_size, "samples per worker per step (default 32)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--lr", config->learning_rate, "learning rate for one worker (default 0.025)")
+      ->check(finite_range(0.0, 1e3));
+  app.add_option("--lr-scaling", text->lr_scaling, "linear (default: lr x ranks) or none")
+      ->check(CLI::IsMember({"linear", "none"}));
+  app.add_option("--warmup-steps", config->warmup_steps,
+                 "linear learning-rate warm-up steps (default 100; 0 = none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--momentum", config->momentum, "SGD momentum (default 0.9)")
+      ->check(finite_range(0.0, 0.999999));
+  app.add_option("--weight-decay", config->weight_decay, "L2 weight decay (default 0)")
+      ->check(finite_range(0.0, 1.0));
+  app.add_option("--seed", config->seed, "initialisation and data order (default 42)");
+  app.add_option("--checkpoint-dir", config->checkpoint_dir, "rank 0 writes checkpoints here")
+      ->type_name("DIR");
+  app.add_option("--checkpoint-every", config->checkpoint_every,
+                 "steps between checkpoints (default 0: only at the end)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  app.add_option("--keep-checkpoints", config->keep_checkpoints,
+                 "newest checkpoint files kept (default 3; 0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag(
+      "--resume", config->resume,
+      "continue from the newest intact checkpoint in --checkpoint-dir (none: from step 0)");
+  app.add_option("--json", config->json_path, "write a JSON summary to FILE (rank 0)")
+      ->type_name("FILE")
+      ->check(writable_output_file());
+  app.add_option("--params-out", config->params_out,
+                 "write the final parameters to FILE (raw float32, registration order; rank 0)")
+      ->type_name("FILE")
+      ->check(writable_output_file());
+  app.add_option("--log-every", config->log_every, "progress line every N steps (default 50)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--throttle-ms", config->throttle_ms, "sleep after each step (for tests)")
+      ->check(finite_range(0.0, 1e6))
+      ->group("Testing");  // not hidden (group ""): CLI11 leaves a hidden flag's name out of errors
+  app.add_option("--cycle-time-ms", config->cycle_time_ms,
+                 "fusion engine cycle time (default RINGD_CYCLE_TIME_MS)")
+      ->check(finite_range(0.0, 10000.0));
+  app.add_option("--fusion-threshold", text->threshold,
+                 "fusion buffer size (default RINGD_FUSION_THRESHOLD_BYTES)")
+      ->type_name("SIZE");
+  app.add_option("--compression", text->compression,
+                 "gradient compression: none, fp16, bf16 or dgc (deep gradient compression: "
+                 "--momentum moves into the compressor) (default RINGD_COMPRESSION)")
+      ->check(CLI::IsMember({"none", "fp16", "bf16", "dgc"}));
+  app.add_option("--dgc-sparsity", config->dgc_sparsity,
+                 "dgc: share of each gradient not sent after the warm-up (default 0.999)")
+      ->check(finite_range(0.0, 0.999999));
+  app.add_option("--dgc-warmup-epochs", config->dgc_warmup_epochs,
+                 "dgc: epochs of the sparsity ramp 75%, 93.75%, 98.4%, 99.6% (default 4; 0 = none)")
+      ->check(CLI::Range(0, 64));
+  add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
+  runners::add_ps_train_options(app, &config->ps);
+}
+
+void write_params(const std::string& path, const std::vector<model::ParameterView>& params) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  for (const model::ParameterView& p : params) {
+    out.write(reinterpret_cast<const char*>(p.value),
+              static_cast<std::streamsize>(p.count * sizeof(float)));
+  }
+  if (!out) {
+    RINGD_THROW(kIo, "cannot write --params-out "
+                         << path << "; check the directory exists and is writable");
+  }
+}
+
+int report(const runners::TrainSummary& summary, const runners::TrainConfig& config) {
+  const std::string text = runners::format_train_summary(summary);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  if (!config.json_path.empty()) {
+    std::ofstream out(config.json_path, std::ios::trunc);
+    out << runners::format_train_json(summary) << "\n";
+    if (!out) {
+      RINGD_THROW(kIo, "cannot write --json " << config.json_path
+                                              << "; check the directory exists and is writable");
+    }
+  }
+  return 0;
+}
+
+runners::TrainHooks rank0_hooks(const runners::TrainConfig& config) {
+  runners::TrainHooks hooks;
+  if (!config.params_out.empty()) {
+    hooks.at_end = [&config](int rank, const std::vector<model::ParameterView>& params) {
+      if (rank == 0) write_params(config.params_out, params);
+    };
+  }
+  return hooks;
+}
+
+// --transport inproc: one thread per rank sharing one copy of the data.
+int run_inproc(const runners::TrainConfig& config, int ranks) {
+  const runners::TrainData data = runners::load_train_data(config, /*with_test=*/true);
+  const runners::TrainHooks hooks = rank0_hooks(config);
+  runners::TrainSummary summary;
+  job::run_inproc_ranks(ranks, config.timeout, [&](Context& ctx, int rank) {
+    runners::TrainSummary mine = runners::run_train_rank(ctx, config, data, hooks);
+    if (rank == 0) summary = std::move(mine);
+  });
+  return report(summary, config);
+}
+
+int run_train(const runners::TrainConfig& config, const job::Topology& topology) {
+  if (topology.transport == "inproc") return run_inproc(config, topology.size);
+  set_log_rank(topology.rank);
+  // Every rank reads the training data (each trains on its slice of every global batch); only
+  // rank 0 evaluates, so only it reads the test set.
+  const runners::TrainData data = runners::load_train_data(config, topology.rank == 0);
+  job::JobConnectOptions options;
+  options.timeout = config.timeout;
+  options.interface = config.interface;
+  options.tcp_port = config.tcp_port;
+  options.mpi_from_other_thread = true;
+  job::JobContext job = job::connect_job(topology, options);
+  // Co-located parameter servers authenticate with the job's secret (under mpirun without
+  // RINGD_JOB_SECRET, the one rank 0 made: job_context.h).
+  runners::TrainConfig job_config = config;
+  job_config.ps.secret = job.secret;
+  const runners::TrainSummary summary =
+      runners::run_train_rank(*job.ctx, job_config, data, rank0_hooks(config));
+  return topology.rank == 0 ? report(summary, config) : 0;
+}
+
+}  // namespace
+
+bool is_train_command(int argc, const char* const* argv) {
+  return argc >= 2 && std::strcmp(argv[1], "train") == 0;
+}
+
+bool parse_train_command_line(int argc, const char* const* argv, runners::TrainConfig* config,
+                              int* exit_code) {
+  CLI::App app{
+      "ringd train: data-parallel SGD of an MLP on MNIST-style data (or a replayed "
+      "network), allreduce or parameter-server mode",
+      "ringd train"};
+  app.footer(kFooter);
+  // A flag given twice takes its last value, so a wrapper's defaults can be overridden by the
+  // arguments it passes on (scripts/demo.sh --epochs 2).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  TrainFlagText text;
+  add_train_options(app, config, &text);
+  std::vector<const char*> args = {"ringd train"};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+    config->mode = text.mode == "ps" ? runners::SyncMode::kPs : runners::SyncMode::kAllreduce;
+    config->lr_scaling =
+        text.lr_scaling == "none" ? runners::LrScaling::kNone : runners::LrScaling::kLinear;
+    config->spread = model::parse_compute_spread(text.spread);
+    if (!text.threshold.empty()) {
+      config->fusion_threshold_bytes = parse_bytes("--fusion-threshold", text.threshold);
+    }
+    if (!text.timeout.empty()) config->timeout = parse_seconds("--timeout", text.timeout);
+    if (!text.compression.empty()) {
+      config->compression = parse_compression(text.compression);
+      if (config->mode == runners::SyncMode::kPs) {
+        throw CLI::ValidationError("--compression", "applies to --mode allreduce only");
+      }
+    }
+    if (config->model == "mlp") {
+      const int ranks_here =
+          config->topology.transport == "inproc" ? std::max(1, config->topology.inproc_ranks) : 1;
+      model::check_mlp_fits_in_memory(model::parse_layer_sizes(config->layers), ranks_here);
+      // --blas cublas where it cannot run is a usage error (exit 2), found before any connection.
+      if (config->blas == "cublas") model::choose_gemm(config->blas);
+    }
+    if (config->resume && config->checkpoint_dir.empty()) {
+      throw CLI::ValidationError("--resume", "needs --checkpoint-dir");
+    }
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    *exit_code = code == 0 ? 0 : 2;
+    return false;
+  } catch (const Error& error) {
+    print_error(error);
+    *exit_code = 2;
+    return false;
+  }
+  return true;
+}
+
+int run_train_command_line(int argc, const char* const* argv) {
+  runners::TrainConfig config;
+  int exit_code = 0;
+  if (!parse_train_command_line(argc, argv, &config, &exit_code)) return exit_code;
+  return run_job_command(config.topology, nullptr, [&](const job::Topology& topology) {
+    return run_train(config, topology);
+  });
+}
+
+}  // namespace ringd::cli

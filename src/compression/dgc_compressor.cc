@@ -1,0 +1,69 @@
+#include "compression/dgc_compressor.h"
+
+#include <cmath>
+#include <limits>
+
+#include "ringd/error.h"
+
+namespace ringd::compression {
+namespace {
+
+// u = m u + c g, v += u: one pass, vectorised where the CPU has AVX2 (no FMA: the same bits on
+// every machine, so replicas on mixed nodes stay identical).
+__attribute__((target_clones("avx2", "default"))) void accumulate_velocity(
+    const float* __restrict gradient, float* __restrict velocity, float* __restrict accumulated,
+    size_t count, float momentum, float scale) {
+  for (size_t i = 0; i < count; ++i) {
+    velocity[i] = momentum * velocity[i] + scale * gradient[i];
+    accumulated[i] += velocity[i];
+  }
+}
+
+}  // namespace
+
+float clip_factor(const float* gradient, size_t count, float threshold) {
+  if (threshold <= 0.0f) return 1.0f;
+  double squares = 0.0;
+  for (size_t i = 0; i < count; ++i) squares += static_cast<double>(gradient[i]) * gradient[i];
+  const double norm = std::sqrt(squares);
+  return norm > threshold ? static_cast<float>(threshold / norm) : 1.0f;
+}
+
+DgcTensorState::DgcTensorState(size_t count, float momentum)
+    : momentum_(momentum), velocity_(count, 0.0f), accumulated_(count, 0.0f) {}
+
+void DgcTensorState::accumulate(const float* gradient, float clip_threshold) {
+  const size_t count = velocity_.size();
+  accumulate_velocity(gradient, velocity_.data(), accumulated_.data(), count, momentum_,
+                      clip_factor(gradient, count, clip_threshold));
+}
+
+void DgcTensorState::compress_sparse(const float* gradient, size_t k, float clip_threshold,
+                                     const TopkOptions& topk, uint64_t index_base,
+                                     std::vector<SparseEntry>* entries) {
+  RINGD_CHECK_ARG(
+      index_base <= uint64_t{std::numeric_limits<uint32_t>::max()} + 1 &&
+          index_base + accumulated_.size() <= uint64_t{std::numeric_limits<uint32_t>::max()} + 1,
+      "dgc: a tensor of " << accumulated_.size() << " elements at offset " << index_base
+                          << " does not fit 32-bit indices");
+  accumulate(gradient, clip_threshold);
+  select_and_pack_top_k(accumulated_.data(), accumulated_.size(), k, topk, &selected_,
+                        &selected_values_);
+  entries->reserve(entries->size() + selected_.size());
+  for (size_t e = 0; e < selected_.size(); ++e) {
+    const uint32_t index = selected_[e];
+    entries->push_back({static_cast<uint32_t>(index_base + index), selected_values_[e]});
+    accumulated_[index] = 0.0f;
+    velocity_[index] = 0.0f;
+  }
+}
+
+void DgcTensorState::compress_dense(const float* gradient, float clip_threshold, float* out) {
+  accumulate(gradient, clip_threshold);
+  for (size_t i = 0; i < accumulated_.size(); ++i) {
+    out[i] = accumulated_[i];
+    accumulated_[i] = 0.0f;
+  }
+}
+
+}  // namespace ringd::compression

@@ -1,0 +1,116 @@
+#include "ringd/job.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "job/job_context.h"
+#include "job/topology.h"
+#include "ringd/collectives.h"
+#include "ringd/config.h"
+#include "ringd/error.h"
+
+namespace ringd {
+namespace {
+
+job::TopologyFlags topology_flags(const JobOptions& options) {
+  job::TopologyFlags flags;
+  flags.rank = options.rank;
+  flags.size = options.size;
+  flags.rendezvous = options.rendezvous;
+  flags.transport = options.transport;
+  return flags;
+}
+
+// Horovod's cross communicator: the ranks with this rank's local rank, in rank order. One
+// allgather of every rank's local rank (and local size, which must agree across the job only in
+// that every node's processes count themselves the same way: not checked here).
+void place_across_nodes(Context& ctx, JobIdentity* identity) {
+  std::vector<int32_t> local_ranks(static_cast<size_t>(ctx.size()));
+  const int32_t mine = identity->local_rank;
+  allgather(ctx, &mine, local_ranks.data(), 1, DataType::kInt32);
+  identity->cross_rank = 0;
+  identity->cross_size = 0;
+  for (int rank = 0; rank < ctx.size(); ++rank) {
+    if (local_ranks[static_cast<size_t>(rank)] != mine) continue;
+    if (rank < identity->rank) ++identity->cross_rank;
+    ++identity->cross_size;
+  }
+}
+
+}  // namespace
+
+struct Job::Impl {
+  JobIdentity identity;
+  job::JobContext connection;  // store server, store and Context
+  std::unique_ptr<Engine> engine;
+  bool shut_down = false;
+};
+
+Job::Job(const JobOptions& options) : impl_(std::make_unique<Impl>()) {
+  const job::Topology topology =
+      job::resolve_topology(topology_flags(options), job::process_environment(), RINGD_HAVE_MPI);
+  if (topology.transport == "inproc") {
+    RINGD_THROW(kInvalidArgument,
+                "a Job is one process of a multi-process job: for ranks as "
+                "threads of one process use InprocHub (ringd/inproc.h)");
+  }
+  job::JobConnectOptions connect;
+  connect.timeout = options.timeout;
+  connect.interface = options.interface;
+  connect.tcp_port = options.tcp_port;
+  connect.mpi_from_other_thread = options.start_engine;
+  impl_->connection = job::connect_job(topology, connect);
+  Context& ctx = *impl_->connection.ctx;
+
+  JobIdentity& identity = impl_->identity;
+  identity.rank = topology.rank;
+  identity.size = topology.size;
+  identity.local_rank = topology.local_rank;
+  identity.local_size = topology.local_size;
+  identity.transport = ctx.transport_name();
+  identity.source = topology.source;
+  place_across_nodes(ctx, &identity);
+  if (options.start_engine) impl_->engine = std::make_unique<Engine>(ctx, options.engine);
+}
+
+Job::~Job() {
+  try {
+    shutdown();
+  } catch (...) {  // a destructor reports nothing more
+  }
+}
+
+const JobIdentity& Job::identity() const { return impl_->identity; }
+
+Engine& Job::engine() {
+  if (impl_->shut_down) {
+    RINGD_THROW(kInvalidArgument, "rank " << rank() << ": the job was shut down");
+  }
+  if (!impl_->engine) {
+    RINGD_THROW(kInvalidArgument,
+                "rank " << rank() << ": the job was opened without an engine (start_engine)");
+  }
+  return *impl_->engine;
+}
+
+Context& Job::context() {
+  if (impl_->shut_down) {
+    RINGD_THROW(kInvalidArgument, "rank " << rank() << ": the job was shut down");
+  }
+  return *impl_->connection.ctx;
+}
+
+void Job::shutdown() {
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  if (impl_->engine) {
+    impl_->engine->shutdown();
+    impl_->engine.reset();
+  }
+  impl_->connection.ctx.reset();
+  impl_->connection.store.reset();
+  impl_->connection.server.reset();
+}
+
+}  // namespace ringd

@@ -1,0 +1,143 @@
+#include "job/job_context.h"
+
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/tunables.h"
+#include "ringd/config.h"
+#include "ringd/error.h"
+#include "ringd/ibverbs.h"
+#include "ringd/inproc.h"
+#if RINGD_HAVE_MPI
+#include <mpi.h>
+
+#include "ringd/mpi.h"
+#endif
+
+namespace ringd::job {
+namespace {
+
+#if RINGD_HAVE_MPI
+void finalize_mpi_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// MPI calls from the engine's background thread while the main thread makes none: SERIALIZED.
+void init_mpi_serialized(int rank) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (initialized) {
+    MPI_Query_thread(&provided);
+  } else {
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    std::atexit(finalize_mpi_at_exit);
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    RINGD_THROW(kUnavailable, "rank " << rank
+                                      << ": this MPI library does not allow calls from a second "
+                                         "thread (MPI_THREAD_SERIALIZED), which the fusion "
+                                         "engine needs; use --transport tcp");
+  }
+}
+#endif
+
+}  // namespace
+
+std::string job_secret(const Topology& topology) {
+  const std::string& configured = tunables().job_secret;
+#if RINGD_HAVE_MPI
+  if (topology.under_mpirun && topology.transport != "mpi" && topology.transport != "inproc" &&
+      topology.rendezvous_host.empty() && topology.size > 1) {
+    return mpi_job_secret(MPI_COMM_WORLD,
+                          configured);  // the MPI bootstrap's job: see job_context.h
+  }
+#endif
+  (void)topology;
+  return configured;
+}
+
+JobContext connect_job(const Topology& topology, const JobConnectOptions& options) {
+  set_log_rank(topology.rank);
+  const std::chrono::milliseconds timeout =
+      options.timeout.count() > 0 ? options.timeout : tunables().timeout;
+  JobContext job;
+#if RINGD_HAVE_MPI
+  if (options.mpi_from_other_thread && (topology.under_mpirun || topology.transport == "mpi")) {
+    init_mpi_serialized(topology.rank);
+  }
+#endif
+  job.secret = job_secret(topology);
+  const std::string& secret = job.secret;
+  if (topology.transport == "mpi") {
+#if RINGD_HAVE_MPI
+    mpi_ensure_initialized();
+    job.ctx = mpi_connect(MPI_COMM_WORLD, timeout);
+#endif
+  } else {
+    if (!topology.rendezvous_host.empty()) {
+      if (topology.rank == 0) {
+        job.server = std::make_unique<TcpStoreServer>(topology.rendezvous_host,
+                                                      topology.rendezvous_port, secret);
+      }
+      job.store = std::make_unique<TcpStore>(topology.rendezvous_host, topology.rendezvous_port,
+                                             secret, timeout);
+    } else if (topology.size == 1) {
+      job.store = std::make_unique<MemoryStore>();
+    } else {
+#if RINGD_HAVE_MPI
+      mpi_ensure_initialized();
+      job.store = mpi_bootstrap_store(MPI_COMM_WORLD, secret);
+#endif
+    }
+    RINGD_CHECK_ARG(job.store != nullptr, "rank " << topology.rank << ": no way to find the peers");
+    if (topology.transport == "ibverbs") {
+      IbverbsOptions ib;
+      ib.timeout = timeout;
+      job.ctx = ibverbs_connect(*job.store, topology.rank, topology.size, ib);
+    } else {
+      TcpOptions tcp;
+      tcp.interface = options.interface;
+      tcp.port = static_cast<uint16_t>(options.tcp_port);
+      tcp.secret = secret;
+      tcp.timeout = timeout;
+      job.ctx = tcp_connect(*job.store, topology.rank, topology.size, tcp);
+    }
+  }
+  RINGD_CHECK_ARG(job.ctx != nullptr, "transport " << topology.transport << " is not built in");
+  job.ctx->set_timeout(timeout);
+  return job;
+}
+
+void run_inproc_ranks(int ranks, std::chrono::milliseconds timeout,
+                      const std::function<void(Context& ctx, int rank)>& body) {
+  InprocHub hub(ranks);
+  std::mutex mutex;
+  std::exception_ptr first_error;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ranks));
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        auto ctx = hub.connect(rank, timeout);
+        body(*ctx, rank);
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!first_error) first_error = std::current_exception();
+        }
+        hub.kill_rank(rank);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace ringd::job

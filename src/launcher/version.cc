@@ -1,7 +1,0 @@
-#include "launcher/version.h"
-
-#include "ringd/config.h"
-
-namespace ringd {
-const char* version_string() { return RINGD_VERSION; }
-}  // namespace ringd

@@ -1,0 +1,74 @@
+// What `ringd train` was asked to do, after flag parsing (train_command.cc).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "job/topology.h"
+#include "model/replay_schedule.h"
+#include "ringd/engine.h"
+#include "runners/train_ps_mode.h"
+
+namespace ringd::runners {
+
+enum class SyncMode { kAllreduce, kPs };
+enum class LrScaling { kLinear, kNone };
+
+struct TrainConfig {
+  SyncMode mode = SyncMode::kAllreduce;
+  // The model: "mlp" (--layers, trained on --data) or "replay" (--profile, modeled compute).
+  std::string model = "mlp";
+  std::string layers = "784,256,10";
+  // mlp: matrix products through "auto" (cuBLAS where this build has it and rank 0 sees a GPU),
+  // "openblas" or "cublas" (model/gemm.h); rank 0's choice is the whole job's.
+  std::string blas = "auto";
+  std::string profile = "resnet50";
+  double compute_ms = 0;  // replay: modeled backward compute per step (forward = half of it)
+  model::ComputeSpread spread = model::ComputeSpread::kUniform;
+  int64_t steps_per_epoch = 100;  // replay only (the MLP's is the data size / global batch)
+
+  std::string data_dir;    // empty = model::kDefaultDataDir
+  size_t train_limit = 0;  // first N training samples only (0 = all)
+  size_t test_limit = 0;   // first N test samples only (0 = all)
+  bool evaluate = true;    // test accuracy at each epoch's end (rank 0)
+
+  int epochs = 3;
+  int64_t max_steps = 0;         // stop after this global step (0 = after --epochs)
+  size_t batch_size = 32;        // per worker; the global batch is batch_size x world size
+  double learning_rate = 0.025;  // for one worker; see lr_scaling
+  LrScaling lr_scaling = LrScaling::kLinear;  // linear: x world size (Goyal et al. 2017)
+  int64_t warmup_steps = 100;                 // linear warm-up from lr/warmup to the scaled lr
+  double momentum = 0.9;
+  double weight_decay = 0;
+  uint64_t seed = 42;
+
+  std::string checkpoint_dir;    // empty = no checkpoints
+  int64_t checkpoint_every = 0;  // steps between checkpoints (0 = only at the end)
+  size_t keep_checkpoints = 3;   // newest files kept (0 = all)
+  bool resume = false;
+
+  std::string json_path;   // machine-readable summary (rank 0)
+  std::string params_out;  // final parameters, raw float32 in registration order (rank 0)
+  int64_t log_every = 50;  // progress line every N steps (rank 0)
+  double throttle_ms = 0;  // sleep after every step (tests: a run long enough to kill)
+
+  // Gradient compression (allreduce mode): unset = RINGD_COMPRESSION. With kDgc the momentum
+  // moves into the compressor and the optimizer runs plain SGD (include/ringd/dgc.h).
+  std::optional<Compression> compression;
+  double dgc_sparsity = 0.999;
+  int dgc_warmup_epochs = 4;  // the paper's ramp 75% -> 93.75% -> 98.4% -> 99.6% (0 = none)
+  std::optional<double> cycle_time_ms;  // fusion engine (allreduce mode)
+  std::optional<size_t> fusion_threshold_bytes;
+  PsTrainOptions ps;  // --mode ps (train_ps_mode.h)
+
+  std::chrono::milliseconds timeout{0};
+  std::string interface;
+  int tcp_port = 0;
+  job::TopologyFlags topology;
+};
+
+const char* sync_mode_name(SyncMode mode);  // "allreduce", "ps"
+
+}  // namespace ringd::runners

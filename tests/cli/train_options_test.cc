@@ -1,0 +1,154 @@
+// `ringd train` options that must reach the right place: --iface to the co-located parameter
+// servers, --json checked before any work, and the replay model's progress lines (step time and
+// gradient bytes, not a meaningless loss).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/train_command.h"
+#include "ringd/error.h"
+#include "runners/train_report.h"
+#include "runners/train_runner.h"
+#include "testing/ranks.h"
+#include "testing/tiny_train.h"
+
+namespace ringd::cli {
+namespace {
+
+runners::TrainConfig tiny_ps_config(const std::string& interface) {
+  runners::TrainConfig config = testing::tiny_train_config(2);
+  config.mode = runners::SyncMode::kPs;
+  config.ps.colocate = 1;
+  config.interface = interface;
+  config.blas = "openblas";
+  return config;
+}
+
+// The co-located server advertises --iface's address, as the job's tcp transport does (before,
+// only RINGD_IFACE reached it, and with several hosts the workers could not reach worker 0's
+// server). An interface that does not exist is named; "lo" works.
+// Layers whose parameters cannot fit in this host's memory are a usage error before any work,
+// saying how much they need (before: the parse passed and the run died with "std::bad_alloc").
+TEST(TrainOptions, LayersTooLargeForThisHostAreRefusedSayingWhatTheyNeed) {
+  const char* argv[] = {"ringd", "train", "--layers", "784,1048576,1048576,10"};
+  runners::TrainConfig config;
+  int exit_code = -1;
+  ::testing::internal::CaptureStderr();
+  const bool run = parse_train_command_line(4, argv, &config, &exit_code);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(run);
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_NE(err.find("--layers 784,1048576,1048576,10"), std::string::npos) << err;
+  EXPECT_NE(err.find("1,100,346,294,282 floats"), std::string::npos) << err;
+  EXPECT_NE(err.find("8802.8 GB"), std::string::npos) << err;
+}
+
+TEST(TrainOptions, IfaceReachesTheColocatedParameterServer) {
+  const runners::TrainData data = testing::tiny_train_data();
+  try {
+    testing::run_ranks(testing::Transport::kInproc, 1, [&](Context& ctx) {
+      runners::run_train_rank(ctx, tiny_ps_config("nosuchif0"), data);
+    });
+    FAIL() << "--iface nosuchif0 was not used by the co-located server";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
+    EXPECT_NE(std::string(error.what()).find("'nosuchif0'"), std::string::npos) << error.what();
+  }
+  runners::TrainSummary summary;
+  testing::run_ranks(testing::Transport::kInproc, 1, [&](Context& ctx) {
+    summary = runners::run_train_rank(ctx, tiny_ps_config("lo"), data);
+  });
+  EXPECT_EQ(summary.steps, 2);
+}
+
+TEST(TrainOptions, AnUnwritableJsonPathIsAUsageErrorBeforeAnyWork) {
+  for (const char* flag : {"--json", "--params-out"}) {
+    const char* argv[] = {"ringd", "train", flag, "/nonexistent-ringd-dir/out"};
+    runners::TrainConfig config;
+    int exit_code = -1;
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(parse_train_command_line(4, argv, &config, &exit_code)) << flag;
+    const std::string text = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(exit_code, 2) << flag;
+    EXPECT_NE(text.find(flag), std::string::npos) << text;
+    EXPECT_NE(text.find("directory /nonexistent-ringd-dir does not exist"), std::string::npos)
+        << text;
+  }
+}
+
+// scripts/demo.sh passes its defaults and then the user's arguments: the last value wins.
+TEST(TrainOptions, AFlagGivenTwiceTakesItsLastValue) {
+  const char* argv[] = {"ringd", "train", "--epochs", "8", "--lr", "0.1", "--epochs", "1"};
+  runners::TrainConfig config;
+  int exit_code = -1;
+  ASSERT_TRUE(parse_train_command_line(8, argv, &config, &exit_code)) << exit_code;
+  EXPECT_EQ(config.epochs, 1);
+  EXPECT_DOUBLE_EQ(config.learning_rate, 0.1);
+}
+
+TEST(TrainOptions, CompressionFlags) {
+  {
+    const char* argv[] = {"ringd",          "train", "--compression",       "dgc",
+                          "--dgc-sparsity", "0.99",  "--dgc-warmup-epochs", "0"};
+    runners::TrainConfig config;
+    int exit_code = -1;
+    ASSERT_TRUE(parse_train_command_line(8, argv, &config, &exit_code)) << exit_code;
+    EXPECT_EQ(config.compression, Compression::kDgc);
+    EXPECT_DOUBLE_EQ(config.dgc_sparsity, 0.99);
+    EXPECT_EQ(config.dgc_warmup_epochs, 0);
+  }
+  // Usage errors (exit 2), each naming its flag: no compression in ps mode, unknown names,
+  // sparsities outside [0, 1).
+  const std::vector<std::vector<const char*>> bad = {
+      {"ringd", "train", "--mode", "ps", "--compression", "dgc"},
+      {"ringd", "train", "--compression", "topk"},
+      {"ringd", "train", "--dgc-sparsity", "1"},
+      {"ringd", "train", "--dgc-sparsity", "-0.5"},
+      {"ringd", "train", "--dgc-warmup-epochs", "-1"},
+  };
+  for (const auto& argv : bad) {
+    runners::TrainConfig config;
+    int exit_code = -1;
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(
+        parse_train_command_line(static_cast<int>(argv.size()), argv.data(), &config, &exit_code))
+        << argv[2];
+    const std::string text = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(exit_code, 2) << argv[2];
+    const std::string flag = argv[argv.size() - 2];
+    EXPECT_NE(text.find(flag), std::string::npos) << text;
+  }
+}
+
+runners::ProgressInterval two_steps() {
+  runners::ProgressInterval interval;
+  model::ForwardResult result;
+  result.loss = 0.5;
+  result.correct = 3;
+  interval.add(result, 4, 0.200, 0.050);  // 200 ms steps, 25% blocked
+  interval.add(result, 4, 0.200, 0.050);
+  return interval;
+}
+
+TEST(TrainOptions, ReplayProgressShowsStepTimeAndBytesNotALoss) {
+  runners::ProgressLine line;
+  line.epoch = 1;
+  line.epochs = 3;
+  line.step = 2;
+  line.steps = 30;
+  line.global_batch = 8;
+  line.eta_seconds = 5.6;
+  line.replay = true;
+  line.gradient_bytes_per_step = 100.0 * (1 << 20);  // 100 MiB
+  const std::string replay = runners::format_progress(line, two_steps());
+  EXPECT_EQ(replay,
+            "epoch 1/3  step 2/30  step time 200.0 ms  gradients 100.0 MiB/step  0.524 GB/s  "
+            "samples/s 40  comm 25%  ETA 0:06");
+  line.replay = false;
+  const std::string mlp = runners::format_progress(line, two_steps());
+  EXPECT_NE(mlp.find("loss 0.5000  acc 0.750"), std::string::npos) << mlp;
+}
+
+}  // namespace
+}  // namespace ringd::cli

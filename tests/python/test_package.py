@@ -1,0 +1,150 @@
+"""The Python package ringd as pip installs it: import, version, errors, array checks.
+
+Run against an installed wheel (not the source tree, which has no _core):
+    python3 -m venv /tmp/venv-ringd && /tmp/venv-ringd/bin/pip install '.[test]'
+    cd /tmp && /tmp/venv-ringd/bin/python -m pytest /work/main/tests/python -q
+or against a build tree's package (cmake -DRINGD_BUILD_PYTHON=ON: build/python/ringd holds _core
+and links to python/ringd/; libringd stays in build/lib), as the ctest python_tests does:
+    TEST_RINGD_INPLACE=1 PYTHONPATH=build/python python -m pytest tests/python -q
+"""
+
+import os
+import pathlib
+import re
+
+import pytest
+
+import ringd
+from ringd import _core
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# Every ringd::ErrorCode (include/ringd/error.h), its short name and its Python class.
+ERROR_CLASSES = {
+    "invalid_argument": "InvalidArgumentError",
+    "timeout": "RingdTimeoutError",
+    "peer_lost": "PeerLostError",
+    "protocol": "ProtocolError",
+    "auth": "AuthError",
+    "mismatch": "MismatchError",
+    "io": "RingdIOError",
+    "unavailable": "UnavailableError",
+    "internal": "InternalError",
+}
+
+
+def cmake_project_version():
+    text = (REPO / "CMakeLists.txt").read_text()
+    return re.search(r"project\(ringd VERSION ([0-9.]+)", text).group(1)
+
+
+def test_imports_the_installed_extension_not_the_source_tree():
+    package = pathlib.Path(ringd.__file__).parent
+    assert pathlib.Path(_core.__file__).parent == package
+    assert package != REPO / "python" / "ringd"
+    if os.environ.get("TEST_RINGD_INPLACE") == "1":
+        return  # a build tree's package: _core finds libringd through its build RPATH
+    assert [path.name for path in package.glob("libringd.so*")] == ["libringd.so.0.1"]
+
+
+def test_version_is_the_cmake_project_version():
+    assert ringd.__version__ == _core.__version__ == cmake_project_version()
+
+
+def test_error_codes_match_error_h():
+    header = (REPO / "include/ringd/error.h").read_text()
+    enum = re.search(r"enum class ErrorCode \{(.*?)\};", header, re.S).group(1)
+    codes = re.findall(r"\bk([A-Za-z]+),", enum)
+    snake = {re.sub(r"(?<!^)([A-Z])", r"_\1", code).lower() for code in codes}
+    assert snake == set(ERROR_CLASSES)
+    assert set(_core._error_classes) == set(ERROR_CLASSES)
+
+
+@pytest.mark.parametrize("code_name,class_name", sorted(ERROR_CLASSES.items()))
+def test_every_error_code_raises_its_class_with_the_message(code_name, class_name):
+    cls = getattr(ringd, class_name)
+    assert cls is _core._error_classes[code_name]
+    assert issubclass(cls, ringd.RingdError)
+    assert issubclass(cls, RuntimeError)
+    assert cls.code == code_name
+    assert cls.__module__ == "ringd"
+    message = f"rank 1: {code_name} went wrong; do this instead"
+    with pytest.raises(cls) as info:
+        _core._raise_for_test(code_name, message)
+    assert type(info.value) is cls
+    assert str(info.value) == message
+
+
+def test_invalid_argument_is_also_a_value_error():
+    assert issubclass(ringd.InvalidArgumentError, ValueError)
+    with pytest.raises(ValueError, match="bad size"):
+        _core._raise_for_test("invalid_argument", "bad size")
+    for name in set(ERROR_CLASSES.values()) - {"InvalidArgumentError"}:
+        assert not issubclass(getattr(ringd, name), ValueError)
+
+
+def test_builtin_names_are_not_shadowed():
+    assert ringd.RingdTimeoutError is not TimeoutError
+    assert not hasattr(ringd, "TimeoutError")
+    assert not hasattr(ringd, "IOError")
+
+
+def test_unknown_code_name_is_an_invalid_argument_listing_the_codes():
+    with pytest.raises(ringd.InvalidArgumentError, match="unknown error code 'nope'.*peer_lost"):
+        _core._raise_for_test("nope", "x")
+
+
+np = pytest.importorskip("numpy")
+
+SUPPORTED = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "half",
+    "int32": "int32",
+    "int64": "int64",
+    "uint8": "uint8",
+}
+
+
+@pytest.mark.parametrize("dtype,ringd_name", sorted(SUPPORTED.items()))
+def test_supported_dtypes_are_seen_in_place(dtype, ringd_name):
+    array = np.zeros((3, 5), dtype=dtype)
+    assert _core._tensor_for_test(array) == (ringd_name, (3, 5), array.nbytes)
+
+
+def test_scalar_and_empty_arrays():
+    assert _core._tensor_for_test(np.zeros((), np.float32)) == ("float", (), 4)
+    assert _core._tensor_for_test(np.zeros((0, 4), np.int64)) == ("int64", (0, 4), 0)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint32", "int8", "bool", "complex64", "float128"])
+def test_unsupported_dtype_is_a_type_error_naming_it(dtype):
+    if not hasattr(np, dtype) and dtype != "bool":
+        pytest.skip(f"numpy has no {dtype} here")
+    array = np.zeros(4, dtype=dtype)
+    # float128 is not even an array to DLPack or the buffer protocol: another message, same name.
+    with pytest.raises(TypeError, match=f"dtype {dtype}\\b"):
+        _core._tensor_for_test(array)
+
+
+def test_not_an_array_is_a_type_error():
+    with pytest.raises(TypeError, match="expected a NumPy array.*float32.*got list$"):
+        _core._tensor_for_test([1.0, 2.0])
+
+
+def test_non_contiguous_array_is_refused_not_copied():
+    with pytest.raises(ringd.InvalidArgumentError, match="not C-contiguous"):
+        _core._tensor_for_test(np.zeros((4, 4), np.float32)[:, ::2])
+    with pytest.raises(ringd.InvalidArgumentError, match="not C-contiguous"):
+        _core._tensor_for_test(np.zeros((4, 4), np.float32).T)
+    # The stride of a dimension of extent 1 does not matter.
+    base = np.zeros(4, np.float32)
+    odd = np.lib.stride_tricks.as_strided(base, shape=(1, 4), strides=(1000, 4))
+    assert _core._tensor_for_test(odd)[1] == (1, 4)
+
+
+def test_read_only_array_is_refused():
+    array = np.zeros(3, np.float64)
+    array.flags.writeable = False
+    with pytest.raises(ringd.InvalidArgumentError, match="read-only"):
+        _core._tensor_for_test(array)

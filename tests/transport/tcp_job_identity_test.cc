@@ -1,0 +1,153 @@
+// Issue 15, item 9: job identity. A process that claims a rank already held is refused naming the
+// holder, and every rank of the job fails naming both claimants; a HELLO of another job is refused;
+// two jobs started together on one store never complete with each other's ranks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp_test_support.h"
+
+namespace ringd {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::expect_error;
+using testing::in;
+using testing::loopback_options;
+using testing::run_ranks;
+
+// One round: every rank sends `value` to every peer and returns what each peer sent.
+std::vector<int> exchange(Context& ctx, int value, int round) {
+  std::vector<int> got(ctx.size(), value);
+  std::vector<RequestPtr> pending;
+  for (int peer = 0; peer < ctx.size(); ++peer) {
+    if (peer == ctx.rank()) continue;
+    pending.push_back(ctx.pair(peer).irecv(&got[peer], sizeof(int), round));
+    pending.push_back(ctx.pair(peer).isend(&value, sizeof(int), round));
+  }
+  for (auto& completion : pending) completion->wait(milliseconds(5000));
+  return got;
+}
+
+// The stray claims rank 1 first and the job forms with it; then the real rank 1 starts. It is
+// refused naming the stray, and every rank of the running job (the stray included) fails naming
+// the two claims (before: all four completed, having averaged the stray's data).
+TEST(TcpJobIdentity, AStrayClaimantOfARankFailsEveryRank) {
+  MemoryStore store;
+  ::testing::internal::CaptureStderr();
+  std::vector<std::string> errors(4);
+  std::promise<void> formed;
+  std::atomic<int> connected{0};
+  std::string refused;
+  std::thread real_rank1([&] {
+    formed.get_future().wait();
+    refused = expect_error([&] { tcp_connect(store, 1, 4, loopback_options()); }).what();
+  });
+  run_ranks(4, [&](int rank) {
+    if (rank != 1) store.get("ringd/rank/1", milliseconds(10000));  // the stray was first
+    auto ctx = tcp_connect(store, rank, 4, loopback_options());
+    if (++connected == 4) formed.set_value();
+    try {
+      for (int round = 0; round < 1000000; ++round) exchange(*ctx, rank, round);
+    } catch (const Error& e) {
+      errors[rank] = e.what();
+    }
+  });
+  real_rank1.join();
+  ::testing::internal::GetCapturedStderr();
+  RINGD_EXPECT_CONTAINS(refused, "rank 1: rank 1 of job ");
+  RINGD_EXPECT_CONTAINS(refused, " was already claimed by pid ");
+  RINGD_EXPECT_CONTAINS(refused, "two processes were started as rank 1");
+  for (int rank = 0; rank < 4; ++rank) {
+    RINGD_EXPECT_CONTAINS(errors[rank], "was claimed by two processes");
+  }
+}
+
+// Two processes claim rank 1 while rank 0 waits for its mesh: the second is refused, and rank 0
+// and the first claimant fail too, naming the conflict, instead of forming a job.
+TEST(TcpJobIdentity, ASecondClaimWhileTheJobFormsFailsEveryRank) {
+  MemoryStore store;
+  ::testing::internal::CaptureStderr();
+  std::vector<std::string> errors(3);
+  run_ranks(3, [&](int thread) {
+    const int rank = thread == 0 ? 0 : 1;
+    if (thread == 2) store.get("ringd/rank/1", milliseconds(10000));
+    errors[thread] = expect_error([&] {
+                       auto ctx = tcp_connect(store, rank, 2, loopback_options(milliseconds(5000)));
+                       for (int round = 0; round < 1000000; ++round) exchange(*ctx, rank, round);
+                     }).what();
+  });
+  ::testing::internal::GetCapturedStderr();
+  RINGD_EXPECT_CONTAINS(errors[2], "was already claimed by pid ");
+  RINGD_EXPECT_CONTAINS(errors[0], "was claimed");
+  RINGD_EXPECT_CONTAINS(errors[1], "was claimed");
+}
+
+// A HELLO carrying another job's id is refused by the rank, naming both jobs.
+TEST(TcpJobIdentity, AHelloOfAnotherJobIsRefused) {
+  MemoryStore store;
+  auto contexts = testing::connect_ranks(2, store);
+  const std::string address = to_string(store.get("tcp/0", milliseconds(1000)));
+  int error = 0;
+  tcp::Fd socket =
+      tcp::connect_to(tcp::parse_endpoint(address, "test"), 0, in(milliseconds(5000)), &error);
+  ASSERT_TRUE(socket.valid());
+  tcp::HelloInfo hello;
+  hello.rank = 1;
+  hello.target_rank = 0;
+  hello.world_size = 2;
+  hello.job_id = std::string(32, 'a');
+  ::testing::internal::CaptureStderr();
+  const Error refused = expect_error([&] {
+    tcp::dial_handshake(socket.get(), "test-secret", hello, 0, "rank 1 of job aaaa", "rank 0",
+                        in(milliseconds(5000)));
+  });
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(refused.code(), ErrorCode::kMismatch) << refused.what();
+  RINGD_EXPECT_CONTAINS(refused.what(), "the dialer belongs to job " + std::string(32, 'a'));
+  // The job is unharmed.
+  run_ranks(2,
+            [&](int rank) { EXPECT_EQ(exchange(*contexts[rank], rank, 1)[1 - rank], 1 - rank); });
+}
+
+// Two jobs of 3 ranks started at once on one store (one --rendezvous): 6 processes for 3 ranks.
+// Every rank either fails or completes with data of its own job only; a job never completes with
+// a rank of the other (in 5 trials).
+TEST(TcpJobIdentity, TwoJobsOnOneStoreNeverMix) {
+  for (int trial = 0; trial < 5; ++trial) {
+    MemoryStore store;
+    ::testing::internal::CaptureStderr();
+    std::vector<int> completed(6, 0);
+    std::vector<std::string> errors(6);
+    run_ranks(6, [&](int process) {
+      const int job = process / 3, rank = process % 3;
+      try {
+        auto ctx = tcp_connect(store, rank, 3, loopback_options(milliseconds(3000)));
+        for (int round = 0; round < 200; ++round) {
+          for (int value : exchange(*ctx, job, round)) {
+            ASSERT_EQ(value, job) << "trial " << trial << ": job " << job << " rank " << rank
+                                  << " got data of the other job";
+          }
+        }
+        completed[process] = 1;
+      } catch (const Error& e) {
+        errors[process] = e.what();
+      }
+    });
+    ::testing::internal::GetCapturedStderr();
+    int completed_ranks = 0;
+    for (int process = 0; process < 6; ++process) completed_ranks += completed[process];
+    EXPECT_TRUE(completed_ranks == 0 || completed_ranks == 3) << "trial " << trial;
+    for (int process = 0; process < 6; ++process) {
+      if (!completed[process]) {
+        EXPECT_NE(errors[process], "") << "process " << process;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringd
