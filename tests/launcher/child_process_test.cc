@@ -59,12 +59,16 @@ int reap_until(pid_t pid) {
 }
 
 TEST_F(ChildProcessTest, ReapsAnOrphanReparentedHere) {
-  // sh starts a grandchild that exits 3 and leaves without waiting for it: the grandchild
-  // (zombie or not yet) is reparented to this process, which reaps it with its status.
-  auto child = spawn_shell("sh -c 'exit 3' & echo $!");
+  // sh starts a grandchild and leaves without waiting for it: the grandchild is reparented to
+  // this process, which reaps it with its status. The grandchild exits 3 only when this test
+  // closes sh's stdin, after sh has ended: one that ended earlier could be reaped by sh itself
+  // (dash collects finished background jobs), never reaching this process. Its stdin is a copy on
+  // fd 3 because sh gives a background job /dev/null as fd 0, and its stdout is not sh's pipe.
+  auto child = spawn_shell("exec 3<&0; sh -c 'read line <&3; exit 3' >/dev/null 2>&1 & echo $!");
   const std::string printed = read_stdout(child.get());
   ASSERT_TRUE(child->wait_for_exit(kBound));
   EXPECT_EQ(child->exit_code(), 0);
+  child->close_stdin();
   const pid_t orphan = static_cast<pid_t>(std::stoi(printed));
   const int status = reap_until(orphan);
   ASSERT_NE(status, -1) << "orphan " << orphan << " was not reaped within the bound";
