@@ -14,6 +14,7 @@
 #include "cli/flag_checks.h"
 #include "cli/job_flags.h"
 #include "cli/output_file.h"
+#include "cli/stop_signal.h"
 #include "common/logging.h"
 #include "common/tunables.h"
 #include "job/job_context.h"
@@ -41,6 +42,11 @@ Checkpoints (--checkpoint-dir): rank 0 writes <dir>/ckpt-<step>.ringd every --ch
 steps and at the end, atomically, with a SHA-256 checksum; --resume continues from the newest
 intact one (corrupt or truncated files are skipped with a warning) and reaches the same
 parameters as a run that never stopped.
+
+Stopping: SIGTERM or SIGINT on any rank stops every rank after the same step (allreduce mode);
+rank 0 writes a checkpoint of it and all exit 128+N (143 for SIGTERM). A second signal ends the
+process at once. When a step fails (a dead peer), rank 0 first writes a checkpoint of the last
+completed step (allreduce mode), then exits 1.
 
 Examples:
   ringd train --transport inproc --ranks 4 --epochs 3
@@ -162,6 +168,12 @@ void write_params(const std::string& path, const std::vector<model::ParameterVie
   }
 }
 
+// A run stopped by a signal (SIGTERM from Kubernetes or mpirun) exits as a process killed by it
+// would, 128 + N, on every rank: it did not finish, and `ringd launch` restarts it with --resume.
+int exit_code_of(const runners::TrainSummary& summary) {
+  return summary.stopped_by_signal != 0 ? 128 + summary.stopped_by_signal : 0;
+}
+
 int report(const runners::TrainSummary& summary, const runners::TrainConfig& config) {
   const std::string text = runners::format_train_summary(summary);
   std::fwrite(text.data(), 1, text.size(), stdout);
@@ -174,7 +186,7 @@ int report(const runners::TrainSummary& summary, const runners::TrainConfig& con
                                               << "; check the directory exists and is writable");
     }
   }
-  return 0;
+  return exit_code_of(summary);
 }
 
 runners::TrainHooks rank0_hooks(const runners::TrainConfig& config) {
@@ -184,6 +196,7 @@ runners::TrainHooks rank0_hooks(const runners::TrainConfig& config) {
       if (rank == 0) write_params(config.params_out, params);
     };
   }
+  hooks.stop_requested = [](int) { return stop_signal_received(); };
   return hooks;
 }
 
@@ -192,6 +205,7 @@ int run_inproc(const runners::TrainConfig& config, int ranks) {
   const runners::TrainData data = runners::load_train_data(config, /*with_test=*/true);
   const runners::TrainHooks hooks = rank0_hooks(config);
   runners::TrainSummary summary;
+  install_stop_signal_handlers();
   job::run_inproc_ranks(ranks, config.timeout, [&](Context& ctx, int rank) {
     runners::TrainSummary mine = runners::run_train_rank(ctx, config, data, hooks);
     if (rank == 0) summary = std::move(mine);
@@ -211,13 +225,14 @@ int run_train(const runners::TrainConfig& config, const job::Topology& topology)
   options.tcp_port = config.tcp_port;
   options.mpi_from_other_thread = true;
   job::JobContext job = job::connect_job(topology, options);
+  install_stop_signal_handlers();  // after MPI_Init (in connect_job under mpirun)
   // Co-located parameter servers authenticate with the job's secret (under mpirun without
   // RINGD_JOB_SECRET, the one rank 0 made: job_context.h).
   runners::TrainConfig job_config = config;
   job_config.ps.secret = job.secret;
   const runners::TrainSummary summary =
       runners::run_train_rank(*job.ctx, job_config, data, rank0_hooks(config));
-  return topology.rank == 0 ? report(summary, config) : 0;
+  return topology.rank == 0 ? report(summary, config) : exit_code_of(summary);
 }
 
 }  // namespace

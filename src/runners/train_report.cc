@@ -73,6 +73,13 @@ std::string format_train_summary(const TrainSummary& s) {
     text += line;
   }
   if (!s.checkpoint.empty()) text += "checkpoint: " + s.checkpoint + "\n";
+  if (s.stopped_by_signal != 0) {
+    std::snprintf(line, sizeof(line),
+                  "stopped early on request (signal %d) after step %lld; --resume continues from "
+                  "the checkpoint\n",
+                  s.stopped_by_signal, static_cast<long long>(s.steps));
+    text += line;
+  }
   return text;
 }
 
@@ -105,6 +112,8 @@ std::string format_train_json(const TrainSummary& s) {
       {"checkpoint", s.checkpoint},
       {"resumed_from", s.resumed_from},
       {"params_sha256", s.params_sha256},
+      {"stopped_by_signal",
+       s.stopped_by_signal == 0 ? nlohmann::json(nullptr) : nlohmann::json(s.stopped_by_signal)},
   };
   return json.dump();
 }

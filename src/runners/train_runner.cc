@@ -1,5 +1,7 @@
 #include "runners/train_runner.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -188,7 +190,7 @@ class TrainRank {
     }
     train(*sync, resume.step, summary);
     summary.params_sha256 = params_digest(params);
-    if (hooks_.at_end) hooks_.at_end(rank_, params);
+    if (hooks_.at_end && summary.stopped_by_signal == 0) hooks_.at_end(rank_, params);
     sync.reset();
     engine_ = nullptr;
     if (engine) engine->shutdown();
@@ -336,85 +338,128 @@ class TrainRank {
       gradient_bytes_per_step += static_cast<double>(view.count * sizeof(float));
     }
     auto last_metrics = Clock::now();
-    for (int64_t step = first_step; step < total_steps_; ++step) {
-      const int64_t epoch = step / steps_per_epoch_;
-      model::Batch batch;
-      if (config_.model == "mlp") {
-        if (epoch != order_epoch) {
-          order = model::epoch_order(data_.train.rows, config_.seed, epoch);
-          order_epoch = epoch;
+    int64_t completed = first_step;  // steps whose update every parameter holds
+    int stop = 0;
+    try {
+      for (int64_t step = first_step; step < total_steps_; ++step) {
+        const int64_t epoch = step / steps_per_epoch_;
+        model::Batch batch;
+        if (config_.model == "mlp") {
+          if (epoch != order_epoch) {
+            order = model::epoch_order(data_.train.rows, config_.seed, epoch);
+            order_epoch = epoch;
+          }
+          batch = model::assemble_batch(data_.train, order, step % steps_per_epoch_, global_batch_,
+                                        rank_, size_, &inputs, &labels);
         }
-        batch = model::assemble_batch(data_.train, order, step % steps_per_epoch_, global_batch_,
-                                      rank_, size_, &inputs, &labels);
+        if (engine_) engine_->set_epoch(static_cast<int>(epoch));  // DGC's warm-up reads it
+        const model::StepInfo info{step, learning_rate_at(config_, size_, step)};
+        const double blocked_start = sync.blocked_seconds();
+        const auto start = Clock::now();
+        const model::ForwardResult result = model_->forward(batch);
+        bool first_gradient = true;
+        model_->backward([&](size_t index) {
+          // The stop vote goes in with the step's first gradient (fused with it where it can be).
+          if (first_gradient) submit_stop_vote();
+          first_gradient = false;
+          sync.gradient_ready(index, info);
+        });
+        sync.finish_step(info);
+        completed = step + 1;
+        stop = stop_vote_result();
+        const double seconds = seconds_since(start);
+        step_seconds += seconds;
+        ++steps_run;
+        interval.add(result, config_.batch_size, seconds, sync.blocked_seconds() - blocked_start);
+        if (hooks_.after_step) hooks_.after_step(rank_, step, params);
+        if (config_.throttle_ms > 0) {
+          std::this_thread::sleep_for(
+              std::chrono::duration<double, std::milli>(config_.throttle_ms));
+        }
+        const int64_t done = step + 1;
+        const bool epoch_end = done % steps_per_epoch_ == 0;
+        if (rank_ == 0 && !metrics_path.empty() &&
+            (done == total_steps_ || seconds_since(last_metrics) >= 1.0)) {
+          TrainMetrics metrics;
+          metrics.mode = sync_mode_name(config_.mode);
+          metrics.ranks = size_;
+          metrics.steps = steps_run;
+          metrics.last_step_seconds = seconds;
+          metrics.samples_per_second =
+              static_cast<double>(steps_run) * static_cast<double>(global_batch_) / step_seconds;
+          metrics.gradient_bytes_total = static_cast<double>(steps_run) * gradient_bytes_per_step;
+          metrics.communication_share = (sync.blocked_seconds() - blocked_before) / step_seconds;
+          publish_metrics(metrics_path, train_metrics_text(metrics));
+          last_metrics = Clock::now();
+        }
+        if (rank_ == 0 && (done % config_.log_every == 0 || done == total_steps_)) {
+          ProgressLine line;
+          line.epoch = epoch + 1;
+          line.epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+          line.step = done;
+          line.steps = total_steps_;
+          line.global_batch = global_batch_;
+          line.eta_seconds = (step_seconds / static_cast<double>(steps_run)) *
+                             static_cast<double>(total_steps_ - done);
+          line.replay = config_.model == "replay";
+          line.gradient_bytes_per_step = gradient_bytes_per_step;
+          print_progress(line, interval);
+          summary.last_loss = interval.mean_loss();
+          summary.last_accuracy = interval.accuracy();
+          interval = ProgressInterval{};
+        }
+        if (rank_ == 0 && (epoch_end || done == total_steps_) && evaluates()) {
+          const double accuracy = test_accuracy();
+          summary.epochs.push_back(EpochResult{epoch + 1, done, accuracy});
+          summary.test_accuracy = accuracy;
+          std::printf("epoch %lld done (step %lld): test accuracy %.4f on %zu samples\n",
+                      static_cast<long long>(epoch + 1), static_cast<long long>(done), accuracy,
+                      data_.test.rows);
+          std::fflush(stdout);
+        }
+        const bool periodic = config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0;
+        if (rank_ == 0 && !config_.checkpoint_dir.empty() && (periodic || done == total_steps_)) {
+          summary.checkpoint = save_checkpoint(done, step_seconds);
+          last_checkpoint = done;
+        }
+        if (stop != 0) {
+          if (rank_ == 0) {
+            std::printf("stopping after step %lld of %lld: %s\n", static_cast<long long>(done),
+                        static_cast<long long>(total_steps_),
+                        local_stop_ != 0 ? ("signal " + signal_name(stop) + " here").c_str()
+                                         : "another rank was asked to stop");
+            std::fflush(stdout);
+          }
+          if (rank_ == 0 && !config_.checkpoint_dir.empty() && last_checkpoint != done) {
+            summary.checkpoint = save_checkpoint(done, step_seconds);
+            last_checkpoint = done;
+          }
+          break;
+        }
       }
-      if (engine_) engine_->set_epoch(static_cast<int>(epoch));  // DGC's warm-up reads it
-      const model::StepInfo info{step, learning_rate_at(config_, size_, step)};
-      const double blocked_start = sync.blocked_seconds();
-      const auto start = Clock::now();
-      const model::ForwardResult result = model_->forward(batch);
-      model_->backward([&](size_t index) { sync.gradient_ready(index, info); });
-      sync.finish_step(info);
-      const double seconds = seconds_since(start);
-      step_seconds += seconds;
-      ++steps_run;
-      interval.add(result, config_.batch_size, seconds, sync.blocked_seconds() - blocked_start);
-      if (hooks_.after_step) hooks_.after_step(rank_, step, params);
-      if (config_.throttle_ms > 0) {
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.throttle_ms));
-      }
-      const int64_t done = step + 1;
-      const bool epoch_end = done % steps_per_epoch_ == 0;
-      if (rank_ == 0 && !metrics_path.empty() &&
-          (done == total_steps_ || seconds_since(last_metrics) >= 1.0)) {
-        TrainMetrics metrics;
-        metrics.mode = sync_mode_name(config_.mode);
-        metrics.ranks = size_;
-        metrics.steps = steps_run;
-        metrics.last_step_seconds = seconds;
-        metrics.samples_per_second =
-            static_cast<double>(steps_run) * static_cast<double>(global_batch_) / step_seconds;
-        metrics.gradient_bytes_total = static_cast<double>(steps_run) * gradient_bytes_per_step;
-        metrics.communication_share = (sync.blocked_seconds() - blocked_before) / step_seconds;
-        publish_metrics(metrics_path, train_metrics_text(metrics));
-        last_metrics = Clock::now();
-      }
-      if (rank_ == 0 && (done % config_.log_every == 0 || done == total_steps_)) {
-        ProgressLine line;
-        line.epoch = epoch + 1;
-        line.epochs = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
-        line.step = done;
-        line.steps = total_steps_;
-        line.global_batch = global_batch_;
-        line.eta_seconds = (step_seconds / static_cast<double>(steps_run)) *
-                           static_cast<double>(total_steps_ - done);
-        line.replay = config_.model == "replay";
-        line.gradient_bytes_per_step = gradient_bytes_per_step;
-        print_progress(line, interval);
-        summary.last_loss = interval.mean_loss();
-        summary.last_accuracy = interval.accuracy();
-        interval = ProgressInterval{};
-      }
-      if (rank_ == 0 && (epoch_end || done == total_steps_) && evaluates()) {
-        const double accuracy = test_accuracy();
-        summary.epochs.push_back(EpochResult{epoch + 1, done, accuracy});
-        summary.test_accuracy = accuracy;
-        std::printf("epoch %lld done (step %lld): test accuracy %.4f on %zu samples\n",
-                    static_cast<long long>(epoch + 1), static_cast<long long>(done), accuracy,
-                    data_.test.rows);
+    } catch (const std::exception&) {
+      if (rank_ == 0 && config_.mode == SyncMode::kAllreduce && !config_.checkpoint_dir.empty() &&
+          completed > first_step && completed != last_checkpoint) {
+        // The failed step applied nothing (AllreduceSync updates once every gradient arrived):
+        // the parameters and momentum are those after step `completed`, on every rank alike.
+        std::printf("step %lld failed: writing a checkpoint of step %lld before exiting\n",
+                    static_cast<long long>(completed + 1), static_cast<long long>(completed));
         std::fflush(stdout);
+        try {
+          save_checkpoint(completed, step_seconds);
+        } catch (const std::exception& error) {
+          RINGD_LOG(kWarn) << "could not write a checkpoint after the failure: " << error.what();
+        }
       }
-      const bool periodic = config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0;
-      if (rank_ == 0 && !config_.checkpoint_dir.empty() && (periodic || done == total_steps_)) {
-        summary.checkpoint = save_checkpoint(done, step_seconds);
-        last_checkpoint = done;
-      }
+      throw;
     }
+    summary.stopped_by_signal = stop;
     if (rank_ == 0 && !config_.checkpoint_dir.empty() && last_checkpoint < 0 &&
         first_step >= total_steps_) {
       // Resumed from a checkpoint of the final step: that file is the final checkpoint.
       summary.checkpoint = summary.resumed_from;
     }
-    summary.steps = std::max(first_step, total_steps_);
+    summary.steps = stop != 0 ? completed : std::max(first_step, total_steps_);
     summary.train_seconds = step_seconds;
     summary.blocked_seconds = sync.blocked_seconds() - blocked_before;
     if (step_seconds > 0) {
@@ -439,6 +484,38 @@ class TrainRank {
           model_->forward(model::assemble_rows(data_.test, first, count, &inputs, &labels)).correct;
     }
     return static_cast<double>(correct) / static_cast<double>(data_.test.rows);
+  }
+
+  // The stop vote (TrainHooks::stop_requested): in allreduce mode an average of every rank's
+  // signal number through the engine, so that all ranks stop after the same step; in
+  // parameter-server mode (no engine, and async workers keep no common step) the local request.
+  void submit_stop_vote() {
+    if (!hooks_.stop_requested) return;
+    local_stop_ = hooks_.stop_requested(rank_);
+    if (!engine_) return;
+    stop_vote_ = static_cast<float>(local_stop_);
+    Submission vote;
+    vote.name = "ringd.stop";
+    vote.tensor = Tensor{&stop_vote_, DataType::kFloat32, {1}};
+    vote.op = ReduceOp::kAvg;
+    vote.compression = Compression::kNone;
+    stop_handle_ = engine_->submit(std::move(vote));
+  }
+
+  // After finish_step: 0 to go on, else the signal to report (this rank's, or SIGTERM's).
+  int stop_vote_result() {
+    if (!hooks_.stop_requested) return 0;
+    if (!engine_) return local_stop_;
+    stop_handle_.wait();
+    stop_handle_ = Handle();
+    if (local_stop_ != 0) return local_stop_;
+    return stop_vote_ > 0 ? SIGTERM : 0;
+  }
+
+  static std::string signal_name(int number) {
+    if (number == SIGTERM) return "15 (SIGTERM)";
+    if (number == SIGINT) return "2 (SIGINT)";
+    return std::to_string(number);
   }
 
   std::string save_checkpoint(int64_t step, double step_seconds) {
@@ -480,7 +557,10 @@ class TrainRank {
           ? config_.compression.value_or(parse_compression(tunables().compression))
           : Compression::kNone;
   Engine* engine_ = nullptr;
-  std::string run_id_;                             // rank 0: written into every checkpoint
+  std::string run_id_;   // rank 0: written into every checkpoint
+  int local_stop_ = 0;   // this step's TrainHooks::stop_requested()
+  float stop_vote_ = 0;  // the engine averages it in place
+  Handle stop_handle_;
   std::optional<model::CheckpointPruner> pruner_;  // rank 0: deletes this run's older files
 };
 

@@ -9,6 +9,12 @@
 //     sync.finish_step                            averaged gradients applied: same params on all
 //     rank 0: progress line; test accuracy at an epoch's end; checkpoint every K steps and at the
 //     end
+//     a stop request (TrainHooks::stop_requested, SIGTERM in `ringd train`): all ranks stop after
+//     the same step, rank 0 writes a checkpoint of it
+//
+// When a step fails (a dead peer, a timeout) in allreduce mode, rank 0 writes a checkpoint of the
+// last step that completed before rethrowing: its parameters and momentum are untouched until
+// every gradient of a step has arrived, so they are exactly those of the step before.
 //
 // The data order and the schedule depend only on (seed, step), so a resumed run repeats exactly
 // what the uninterrupted run would have done.
@@ -63,13 +69,22 @@ struct TrainSummary {
   std::string checkpoint;  // the last one written ("" = none)
   std::string resumed_from;
   std::string params_sha256;  // of every parameter's bytes, registration order
+  // Non-zero: the run stopped early, after `steps`, because a rank asked to (TrainHooks::
+  // stop_requested); the number is this rank's signal, or SIGTERM's where another rank asked.
+  int stopped_by_signal = 0;
 };
 
 struct TrainHooks {
   // After every step's finish_step, on every rank (tests check the replicas).
   std::function<void(int rank, int64_t step, const std::vector<model::ParameterView>&)> after_step;
-  // Receives the final parameters (every rank).
+  // Receives the final parameters (every rank); not called when the run stopped early.
   std::function<void(int rank, const std::vector<model::ParameterView>&)> at_end;
+  // Asked once per step on every rank (set it for all or none): a signal number asks the job to
+  // stop (0: go on). In allreduce mode every rank learns of any rank's request with the step's
+  // gradients and all stop after that same step; rank 0 then writes a checkpoint (with
+  // --checkpoint-dir), so that --resume continues from there. In parameter-server mode only the
+  // asking worker stops (the others learn of it as of a dead worker).
+  std::function<int(int rank)> stop_requested;
 };
 
 // Runs on every rank; rank 0's summary is the one to print. Throws ringd::Error.

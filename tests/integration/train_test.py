@@ -8,6 +8,9 @@
   3. under mpirun: 4 processes with batch 4 end within 1e-4 (relative) of 1 process with batch 16;
      standalone (--rank/--size/--rendezvous over tcp): 2 processes end bitwise where 2 inproc
      ranks do;
+  2b. the same run sent SIGTERM (what Kubernetes sends a pod) between checkpoints: it stops after
+     the step it is in, rank 0 writes that step's checkpoint, it exits 143 without --params-out,
+     and `--resume` ends bitwise where the uninterrupted run does;
   4. a bad IDX file is an error naming it;
   5. a really full disk (a 1.2 MB tmpfs, where mounting is allowed): the checkpoint that does not
      fit is a clear error, the previous one stays intact and a resumed run reads it.
@@ -18,6 +21,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -127,6 +131,7 @@ def kill_and_resume(ringd, directory, data):
         check(a.read() == b.read(), "--params-out files differ")
     print(f"ok   killed after {names[-1]}, newest corrupted, resumed from {names[-2]}: "
           f"bitwise the same final parameters", flush=True)
+    sigterm_and_resume(ringd, directory, data, summary["params_sha256"])
 
     standalone = os.path.join(directory, "standalone")
     job = harness.Job(ringd, 2, train_args(data, os.path.join(directory, "ckpt-standalone"),
@@ -204,6 +209,47 @@ def full_disk(ringd, directory):
               flush=True)
     finally:
         subprocess.run(["umount", mount], capture_output=True)
+
+
+def sigterm_and_resume(ringd, directory, data, reference_sha256):
+    inproc = ["--transport", "inproc", "--ranks", "2"]
+    checkpoints = os.path.join(directory, "ckpt-sigterm")
+    stopped = os.path.join(directory, "sigterm")
+    # 25 ms per step (120 steps: 3 s); no checkpoint is due before the end.
+    args = train_args(data, checkpoints, stopped,
+                      [*inproc, "--throttle-ms", "25", "--checkpoint-every", "1000"])
+    process = subprocess.Popen([ringd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=harness.environment())
+    time.sleep(1.0)
+    if process.poll() is not None:
+        raise harness.Failure(f"the run ended before SIGTERM: {process.communicate()}")
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    check(process.returncode == 143,
+          f"exit {process.returncode} after SIGTERM (expected 143)\n{stdout}\n{stderr}")
+    match = re.search(r"^stopping after step (\d+) of 120: signal 15 \(SIGTERM\) here$", stdout,
+                      re.M)
+    check(match is not None, f"no stop line:\n{stdout}")
+    step = int(match.group(1))
+    check(0 < step < STEPS, f"stopped after step {step}")
+    written = os.path.join(checkpoints, f"ckpt-{step:010d}.ringd")
+    check(sorted(os.listdir(checkpoints)) == [os.path.basename(written)],
+          f"checkpoints after the stop: {os.listdir(checkpoints)}, expected {written}")
+    with open(stopped + ".json") as f:
+        summary = json.load(f)
+    check(summary["stopped_by_signal"] == 15 and summary["steps"] == step, f"summary {summary}")
+    check(not os.path.exists(stopped + ".params"), "--params-out written by a stopped run")
+    code, stdout, stderr, _ = harness.run(
+        [ringd, *train_args(data, checkpoints, stopped, [*inproc, "--resume"])],
+        "run resumed after SIGTERM", timeout=120)
+    check_ok("run resumed after SIGTERM", code, stdout, stderr)
+    check(f"resuming from {written}" in stdout, f"did not resume from {written}:\n{stdout}")
+    with open(stopped + ".json") as f:
+        resumed = json.load(f)
+    check(resumed["params_sha256"] == reference_sha256 and resumed["stopped_by_signal"] is None,
+          f"resumed after SIGTERM: {resumed}, reference {reference_sha256}")
+    print(f"ok   SIGTERM: stopped after step {step} with its checkpoint (exit 143); resumed to "
+          f"bitwise the same final parameters", flush=True)
 
 
 def test(ringd, args):

@@ -4,8 +4,11 @@
 //   * every rank holds bitwise the same parameters after every step;
 //   * a run stopped at a checkpoint and resumed ends bitwise where the uninterrupted run ends;
 //   * a corrupt newest checkpoint is skipped on --resume (the previous one is used);
+//   * a stop request on one rank stops all after the same step, with a checkpoint of it; a failed
+//     step leaves a checkpoint of the step before; both resume to the uninterrupted result;
 //   * with DGC, tensors kept dense train as momentum SGD, and sparse ones keep replicas identical.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -229,6 +232,87 @@ TEST_F(ResumeTest, StoppedAndResumedRunEndsWhereTheUninterruptedOneDoes) {
   std::filesystem::remove_all(dir_);
   model::write_checkpoint(dir_, saved.meta, views, {});
   EXPECT_NE(train(no_momentum_state, data, 2), uninterrupted);
+}
+
+TEST_F(ResumeTest, AStopOnOneRankStopsEveryRankAfterTheSameStepWithACheckpoint) {
+  // Rank 2 is asked to stop (as SIGTERM asks `ringd train`) during step 13, mid-epoch: every rank
+  // stops after step 13, rank 0 writes that step's checkpoint although none was due, and a
+  // resumed run ends bitwise where the uninterrupted run does.
+  constexpr int kRanks = 3;
+  const runners::TrainData data = synthetic_data(384);  // 16 steps per epoch
+  runners::TrainConfig config = base_config();
+  config.max_steps = 40;
+  for (const Transport transport : {Transport::kInproc, Transport::kTcp}) {
+    SCOPED_TRACE(testing::transport_name(transport));
+    std::filesystem::remove_all(dir_);
+    const std::vector<float> uninterrupted = train(config, data, kRanks, transport);
+
+    runners::TrainConfig first = config;
+    first.checkpoint_dir = dir_;
+    first.checkpoint_every = 100;  // none due before the end
+    std::vector<int> asked(kRanks, 0);
+    runners::TrainHooks hooks;
+    hooks.stop_requested = [&asked](int rank) {
+      return ++asked[rank] >= 13 && rank == 2 ? SIGTERM : 0;
+    };
+    bool at_end_called = false;
+    hooks.at_end = [&at_end_called](int, const std::vector<model::ParameterView>&) {
+      at_end_called = true;
+    };
+    std::vector<runners::TrainSummary> summaries(kRanks);
+    testing::run_ranks(transport, kRanks, [&](Context& ctx) {
+      summaries[ctx.rank()] = runners::run_train_rank(ctx, first, data, hooks);
+    });
+    for (int rank = 0; rank < kRanks; ++rank) {
+      EXPECT_EQ(summaries[rank].steps, 13) << "rank " << rank;
+      EXPECT_EQ(summaries[rank].stopped_by_signal, SIGTERM) << "rank " << rank;
+      EXPECT_EQ(asked[rank], 13) << "rank " << rank << " was asked once per step";
+    }
+    EXPECT_FALSE(at_end_called) << "a stopped run has no final parameters";
+    ASSERT_FALSE(model::list_checkpoints(dir_).empty());
+    EXPECT_EQ(model::list_checkpoints(dir_).front(), model::checkpoint_path(dir_, 13));
+    EXPECT_EQ(summaries[0].checkpoint, model::checkpoint_path(dir_, 13));
+
+    runners::TrainConfig second = first;
+    second.resume = true;
+    runners::TrainSummary summary;
+    EXPECT_EQ(train(second, data, kRanks, transport, {}, &summary), uninterrupted);
+    EXPECT_EQ(summary.start_step, 13);
+    EXPECT_EQ(summary.stopped_by_signal, 0);
+  }
+}
+
+TEST_F(ResumeTest, AFailedStepLeavesACheckpointOfTheStepBefore) {
+  // Rank 2 dies after step 13 (its context closes, as a killed process's sockets do): rank 0's
+  // step 14 fails, and before the error reaches the caller rank 0 writes the checkpoint of step
+  // 13, from which a resumed run ends bitwise where the uninterrupted one does.
+  constexpr int kRanks = 3;
+  const runners::TrainData data = synthetic_data(384);
+  runners::TrainConfig config = base_config();
+  config.max_steps = 40;
+  const std::vector<float> uninterrupted = train(config, data, kRanks, Transport::kTcp);
+
+  runners::TrainConfig first = config;
+  first.checkpoint_dir = dir_;
+  first.checkpoint_every = 5;  // the newest periodic one is step 10
+  runners::TrainHooks hooks;
+  hooks.after_step = [](int rank, int64_t step, const std::vector<model::ParameterView>&) {
+    if (rank == 2 && step + 1 == 13) RINGD_THROW(kInternal, "rank 2 dies after step 13");
+  };
+  const testing::RankErrors errors = testing::run_ranks_collect(
+      Transport::kTcp, kRanks,
+      [&](Context& ctx) { runners::run_train_rank(ctx, first, data, hooks); });
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_NE(errors.errors[rank], nullptr) << "rank " << rank << " did not fail";
+  }
+  ASSERT_FALSE(model::list_checkpoints(dir_).empty());
+  EXPECT_EQ(model::list_checkpoints(dir_).front(), model::checkpoint_path(dir_, 13));
+
+  runners::TrainConfig second = first;
+  second.resume = true;
+  runners::TrainSummary summary;
+  EXPECT_EQ(train(second, data, kRanks, Transport::kTcp, {}, &summary), uninterrupted);
+  EXPECT_EQ(summary.start_step, 13);
 }
 
 TEST_F(ResumeTest, ACorruptNewestCheckpointIsSkipped) {
