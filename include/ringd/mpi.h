@@ -28,8 +28,10 @@ std::unique_ptr<Context> mpi_connect(MPI_Comm comm, std::chrono::milliseconds ti
 std::string mpi_job_secret(MPI_Comm comm, const std::string& configured);
 
 // For the tcp transport under mpirun: rank 0 of `comm` serves a TcpStoreServer and broadcasts its
-// address; every rank gets a client. Collective over `comm`.
-std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& secret = {});
+// address (that of `interface`; empty: RINGD_IFACE's, else the host name's); every rank gets a
+// client. Collective over `comm`.
+std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& secret = {},
+                                           const std::string& interface = {});
 
 }  // namespace ringd
 #endif

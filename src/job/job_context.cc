@@ -93,7 +93,7 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
     } else {
 #if RINGD_HAVE_MPI
       mpi_ensure_initialized();
-      job.store = mpi_bootstrap_store(MPI_COMM_WORLD, secret);
+      job.store = mpi_bootstrap_store(MPI_COMM_WORLD, secret, options.interface);
 #endif
     }
     RINGD_CHECK_ARG(job.store != nullptr, "rank " << topology.rank << ": no way to find the peers");

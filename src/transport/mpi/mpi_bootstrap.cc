@@ -45,7 +45,8 @@ class BootstrapStore : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& secret) {
+std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& secret,
+                                           const std::string& interface) {
   mpi_ensure_initialized();
   int rank = 0;
   int size = 0;
@@ -59,8 +60,10 @@ std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& sec
   std::exception_ptr server_error;
   if (rank == 0) {
     try {
-      // Where peers can reach rank 0: RINGD_IFACE's address, else this host name's, else loopback.
-      const std::string host = tcp::default_host_address(tunables().interface);
+      // Where peers can reach rank 0: the interface's address (--iface, else RINGD_IFACE), else
+      // this host name's, else loopback.
+      const std::string host =
+          tcp::default_host_address(interface.empty() ? tunables().interface : interface);
       server = std::make_unique<TcpStoreServer>("0.0.0.0", 0, secret);
       const std::string address = host + ":" + std::to_string(server->port());
       message = rendezvous::new_job_id() + " " + address;
