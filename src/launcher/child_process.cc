@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -39,16 +40,17 @@ TrackedChildren& tracked_children() {
 struct ProcessState {
   pid_t pid;
   char state;  // 'Z': a zombie, ended and waiting to be reaped
+  pid_t ppid;
+  pid_t session;
 };
 
-// This process's children, tracked or not, from /proc/<pid>/stat ("pid (comm) state ppid ...").
-// Linux has no call that lists them: waitid(P_ALL, WNOHANG | WNOWAIT) shows one zombie, any
-// one, so a tracked zombie would hide untracked ones behind it.
-std::vector<ProcessState> children_in_proc() {
-  std::vector<ProcessState> children;
+// The processes of /proc/<pid>/stat ("pid (comm) state ppid pgrp session ...") for which `keep`
+// holds. Linux has no call that lists a process's children or a session's members.
+template <typename Keep>
+std::vector<ProcessState> processes_in_proc(Keep keep) {
+  std::vector<ProcessState> found;
   DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return children;
-  const pid_t self = ::getpid();
+  if (proc == nullptr) return found;
   while (const dirent* entry = ::readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
@@ -66,11 +68,40 @@ std::vector<ProcessState> children_in_proc() {
     const char* name_end = std::strrchr(stat, ')');
     char state = 0;
     int ppid = 0;
-    if (name_end == nullptr || std::sscanf(name_end + 1, " %c %d", &state, &ppid) != 2) continue;
-    if (ppid == self) children.push_back({static_cast<pid_t>(pid), state});
+    int group = 0;
+    int session = 0;
+    if (name_end == nullptr ||
+        std::sscanf(name_end + 1, " %c %d %d %d", &state, &ppid, &group, &session) != 4) {
+      continue;
+    }
+    const ProcessState process{static_cast<pid_t>(pid), state, ppid, session};
+    if (keep(process)) found.push_back(process);
   }
   ::closedir(proc);
-  return children;
+  return found;
+}
+
+// This process's children, tracked or not. waitid(P_ALL, WNOHANG | WNOWAIT) would show one
+// zombie, any one, so a tracked zombie would hide untracked ones behind it.
+std::vector<ProcessState> children_in_proc() {
+  const pid_t self = ::getpid();
+  return processes_in_proc([self](const ProcessState& p) { return p.ppid == self; });
+}
+
+// The live members of session `session` but `except`: a new-session child and everything it
+// started, also those it moved into process groups of their own (Open MPI's orted puts each rank
+// in one).
+std::vector<ProcessState> session_members(pid_t session, pid_t except) {
+  return processes_in_proc([session, except](const ProcessState& p) {
+    return p.session == session && p.pid != except && p.state != 'Z';
+  });
+}
+
+// Sends `signal_number` to every live member of the session; returns how many there were.
+size_t signal_session(pid_t session, int signal_number, pid_t except = 0) {
+  const std::vector<ProcessState> members = session_members(session, except);
+  for (const ProcessState& member : members) ::kill(member.pid, signal_number);
+  return members.size();
 }
 
 void make_pipe(tcp::Fd* read_end, tcp::Fd* write_end) {
@@ -264,7 +295,10 @@ int ChildProcess::exit_code() const {
 void ChildProcess::signal(int signal_number) {
   if (pid_ <= 0 || exited_.load()) return;
   // A group that is already gone (ESRCH) is fine: there is nothing left to signal.
-  if (group_) ::kill(-pid_, signal_number);
+  if (group_) {
+    ::kill(-pid_, signal_number);
+    signal_session(pid_, signal_number);
+  }
   ::kill(pid_, signal_number);
 }
 
@@ -289,13 +323,32 @@ bool ChildProcess::wait_for_exit(std::chrono::milliseconds timeout) {
 }
 
 void ChildProcess::terminate(std::chrono::milliseconds grace) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + grace;
+  const auto left = [&deadline] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  if (group_ && pid_ > 0 && !exited_.load() && signal_session(pid_, SIGTERM, pid_) > 0) {
+    // The session's other members first, for up to half the grace: a daemon's workers (orted's
+    // ranks) then end while their daemon still serves them. An orted that got SIGTERM at the same
+    // time would exit at once and leave its ranks hanging in MPI_Finalize until killed.
+    const Clock::time_point members_deadline = Clock::now() + grace / 2;
+    while (!exited_.load() && Clock::now() < members_deadline &&
+           !session_members(pid_, pid_).empty()) {
+      wait_for_exit(std::chrono::milliseconds(50));
+    }
+  }
   signal(SIGTERM);
-  if (!wait_for_exit(grace)) {
+  if (!wait_for_exit(left())) {
     signal(SIGKILL);
     wait_for_exit(std::chrono::milliseconds(-1));
   }
-  // A group leader that ended on SIGTERM may leave members that ignored it.
-  if (group_) ::kill(-pid_, SIGKILL);
+  // A session leader that ended on SIGTERM may leave members that ignored it or took longer.
+  if (group_) {
+    ::kill(-pid_, SIGKILL);
+    signal_session(pid_, SIGKILL);
+  }
 }
 
 }  // namespace ringd::launcher

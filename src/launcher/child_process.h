@@ -1,7 +1,8 @@
 // A child process for the agent (commands of `ringd exec`) and for `ringd launch` (mpirun):
 // started with fork/execve from argument and environment vectors prepared beforehand (nothing but
-// async-signal-safe calls between fork and exec), optionally in a new session (its own process
-// group, so it and everything it starts can be signalled together) and with SIGKILL on the death
+// async-signal-safe calls between fork and exec), optionally in a new session (so that it and
+// everything it starts can be signalled together, also what it moves into process groups of its
+// own, as Open MPI's orted does with its ranks) and with SIGKILL on the death
 // of the thread that started it. A reaper thread blocks in waitpid() and then makes exit_fd()
 // readable, so callers wait for the child in the same poll() as for everything else.
 //
@@ -57,11 +58,13 @@ class ChildProcess {
   // The exit code a shell would report: N, or 128 + signal.
   int exit_code() const;
 
-  // Sends `signal` to the child's process group (or the child without new_session).
+  // Sends `signal` to the child's session, every process in it whatever its process group (or
+  // the child alone without new_session).
   void signal(int signal_number);
   // Sends `signal` to the child alone (mpirun, which then ends its job in order).
   void signal_leader(int signal_number);
-  // SIGTERM, up to `grace` for it to end, then SIGKILL; returns once reaped.
+  // SIGTERM, up to `grace` for it to end, then SIGKILL; returns once reaped. In a new session the
+  // other members get SIGTERM first and up to half the grace to end before the child does.
   void terminate(std::chrono::milliseconds grace);
   // Blocks until the child was reaped, or `timeout` passed (false).
   bool wait_for_exit(std::chrono::milliseconds timeout);

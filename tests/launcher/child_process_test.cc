@@ -93,6 +93,37 @@ TEST_F(ChildProcessTest, RunningOrphansListsOrphansNotTrackedChildren) {
   EXPECT_EQ(tracked->describe_status(), "signal 15");
 }
 
+TEST_F(ChildProcessTest, TerminateEndsTheSessionsOtherMembersFirstAlsoInOtherGroups) {
+  // Like orted and its ranks: the new-session child (sh) starts a process that moves into a
+  // process group of its own. terminate() must reach it (a pod's deletion must reach the ranks,
+  // not only orted), and before the child itself: sh, still running, sees it end on SIGTERM and
+  // says so, then exits 0 without having been signalled.
+  SpawnOptions options;
+  options.argv = {"/bin/sh", "-c",
+                  "python3 -c 'import os, time; os.setpgid(0, 0); print(os.getpid(), flush=True); "
+                  "time.sleep(60)' & wait $!; echo \"grandchild ended: $?\""};
+  options.environment = current_environment();
+  options.new_session = true;
+  auto child = ChildProcess::spawn(options);
+  std::string printed;
+  const Clock::time_point deadline = Clock::now() + kBound;
+  while (printed.find('\n') == std::string::npos && Clock::now() < deadline) {
+    pollfd entry{child->stdout_fd(), POLLIN, 0};
+    ::poll(&entry, 1, 100);
+    char buffer[64];
+    const ssize_t got = ::read(child->stdout_fd(), buffer, sizeof(buffer));
+    if (got > 0) printed.append(buffer, static_cast<size_t>(got));
+  }
+  ASSERT_NE(printed.find('\n'), std::string::npos) << "the grandchild did not start";
+  const pid_t grandchild = static_cast<pid_t>(std::stoi(printed));
+  ASSERT_EQ(::getpgid(grandchild), grandchild) << "not in a process group of its own";
+  ASSERT_EQ(::getsid(grandchild), child->pid()) << "not in the child's session";
+  child->terminate(std::chrono::milliseconds(kBound));
+  printed += read_stdout(child.get());
+  EXPECT_NE(printed.find("grandchild ended: 143"), std::string::npos) << printed;
+  EXPECT_EQ(child->describe_status(), "exit 0") << "sh was signalled before its grandchild ended";
+}
+
 TEST_F(ChildProcessTest, ExitFdStaysReadableOnceTheChildEnded) {
   // The agent watches ringd launch's exit_fd() until it has recorded the end, also when exited()
   // turned true before its poll saw the fd: the fd must say so on every later poll, not once.
