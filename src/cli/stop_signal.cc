@@ -20,9 +20,11 @@ void record(int number) {
 void install_stop_signal_handlers() {
   struct sigaction action {};
   action.sa_handler = record;
-  action.sa_flags = SA_RESTART | SA_RESETHAND;
   sigemptyset(&action.sa_mask);
-  for (int number : {SIGTERM, SIGINT}) ::sigaction(number, &action, nullptr);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGTERM, &action, nullptr);
+  action.sa_flags = SA_RESTART | SA_RESETHAND;  // the second SIGINT: the default action
+  ::sigaction(SIGINT, &action, nullptr);
 }
 
 int stop_signal_received() { return received.load(); }

@@ -2,8 +2,10 @@
 // sends SIGTERM to a pod it deletes (its agent passes it on to the ranks there), and mpirun
 // passes on the one `ringd launch` forwards. The handler only records the signal; the training
 // loop looks at it between steps (runners::TrainHooks::stop_requested), so the ranks stop
-// together and rank 0 writes a checkpoint. The handler is installed with SA_RESETHAND: a second
-// SIGTERM or SIGINT ends the process at once, as if nothing were installed.
+// together and rank 0 writes a checkpoint. A second SIGINT ends the process at once (Ctrl-C twice);
+// further SIGTERMs change nothing, because they come in pairs under mpirun (the agent signals an
+// orted's process group, then the orted its ranks) and Open MPI's SIGKILL follows anyway
+// (`ringd launch --sigkill-timeout`).
 #pragma once
 
 namespace ringd::cli {

@@ -44,7 +44,7 @@ intact one (corrupt or truncated files are skipped with a warning) and reaches t
 parameters as a run that never stopped.
 
 Stopping: SIGTERM or SIGINT on any rank stops every rank after the same step (allreduce mode);
-rank 0 writes a checkpoint of it and all exit 128+N (143 for SIGTERM). A second signal ends the
+rank 0 writes a checkpoint of it and all exit 128+N (143 for SIGTERM). A second SIGINT ends the
 process at once. When a step fails (a dead peer), rank 0 first writes a checkpoint of the last
 completed step (allreduce mode), then exits 1.
 
