@@ -28,9 +28,14 @@ pod's DNS name resolves and its agent answers an authenticated ping; (3) write t
 (4) mpirun --hostfile H -np replicas*slots --mca plm_rsh_agent "<ringd> exec" ... COMMAND,
 forwarding SIGTERM/SIGINT; (5) on success write the marker.
 
-Exit codes: 0 done (or already done), 1 mpirun failed, 2 bad command line or identity, 3 peers
-not ready in time, 4 marker/hostfile path not writable, 5 mpirun not found, 128+N signal N.
-See docs/launcher.md.
+Restarts (--max-restarts N): when mpirun fails (a pod lost, a rank killed), launch waits
+--restart-delay, then for every pod again (--wait-timeout), and runs the command again; a
+`ringd train` command with --checkpoint-dir gets --resume, so it continues from the newest intact
+checkpoint. The starts are counted in MARKER.attempts, so that a restarted pod 0 keeps the count.
+
+Exit codes: 0 done (or already done), 1 mpirun failed (after the restarts), 2 bad command line or
+identity, 3 peers not ready in time, 4 marker/hostfile path not writable, 5 mpirun not found,
+6 restart budget already spent by earlier starts, 128+N signal N. See docs/launcher.md.
 )";
 
 struct LaunchFlags {
@@ -44,6 +49,9 @@ struct LaunchFlags {
   bool oversubscribed = false;
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;
+  int max_restarts = 0;
+  double restart_delay_s = 5;
+  int sigkill_timeout_s = 3;
   job::TopologyFlags identity;
 };
 
@@ -121,14 +129,53 @@ int wait_and_write_hostfile(const LaunchFlags& flags, const Job& job) {
   return kLaunchOk;
 }
 
+// SIGTERM and SIGINT blocked and readable through a file descriptor while launch runs mpirun or
+// pauses before a restart; unblocked again afterwards, so that while launch only waits for pods a
+// signal ends it at once (there is nothing to clean up then).
+class BlockedStopSignals {
+ public:
+  BlockedStopSignals() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGTERM);
+    sigaddset(&signals_, SIGINT);
+    ::sigprocmask(SIG_BLOCK, &signals_, nullptr);  // before spawning: reaper threads inherit it
+    fd_ = tcp::Fd(::signalfd(-1, &signals_, SFD_CLOEXEC | SFD_NONBLOCK));
+  }
+  ~BlockedStopSignals() { ::sigprocmask(SIG_UNBLOCK, &signals_, nullptr); }
+  BlockedStopSignals(const BlockedStopSignals&) = delete;
+  BlockedStopSignals& operator=(const BlockedStopSignals&) = delete;
+
+  int fd() const { return fd_.get(); }
+  // The signal read, 0 if none is pending.
+  int read() const {
+    signalfd_siginfo info{};
+    if (::read(fd_.get(), &info, sizeof(info)) != sizeof(info)) return 0;
+    return static_cast<int>(info.ssi_signo);
+  }
+
+ private:
+  sigset_t signals_{};
+  tcp::Fd fd_;
+};
+
+// Sleeps `delay` unless SIGTERM or SIGINT comes first; returns that signal, or 0.
+int pause_unless_signalled(std::chrono::milliseconds delay) {
+  BlockedStopSignals signals;
+  const auto deadline = std::chrono::steady_clock::now() + delay;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    pollfd entry{signals.fd(), POLLIN, 0};
+    if (::poll(&entry, 1, static_cast<int>(left.count())) > 0) {
+      if (const int number = signals.read()) return number;
+    }
+  }
+}
+
 // Runs mpirun, forwarding SIGTERM/SIGINT; returns its exit code, or -1 when it could not start.
 int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  ::sigprocmask(SIG_BLOCK, &signals, nullptr);  // before spawning: the reaper thread inherits it
-  tcp::Fd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC));
+  BlockedStopSignals signals;
   SpawnOptions spawn;
   spawn.argv = argv;
   spawn.environment = current_environment();
@@ -143,12 +190,11 @@ int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
     return -1;
   }
   while (!mpirun->exited()) {
-    pollfd fds[2] = {{signal_fd.get(), POLLIN, 0}, {mpirun->exit_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {mpirun->exit_fd(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) continue;
     if (fds[0].revents) {
-      signalfd_siginfo info{};
-      if (::read(signal_fd.get(), &info, sizeof(info)) != sizeof(info)) continue;
-      const int number = static_cast<int>(info.ssi_signo);
+      const int number = signals.read();
+      if (number == 0) continue;
       if (*signal_received) {
         std::fprintf(stderr, "ringd launch: second signal %d: killing mpirun\n", number);
         mpirun->signal(SIGKILL);
@@ -210,6 +256,20 @@ int run_launch_command(int argc, const char* const* argv) {
   app.add_option("--mpirun", flags.mpirun, "the mpirun to run (default: mpirun from PATH)");
   app.add_option("--mpirun-arg", flags.mpirun_args, "one more mpirun argument; repeatable")
       ->allow_extra_args(false);
+  app.add_option("--max-restarts", flags.max_restarts,
+                 "run the command again up to N times after it failed (default 0); a ringd train "
+                 "command with --checkpoint-dir resumes from its newest checkpoint")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--restart-delay", flags.restart_delay_s,
+                 "seconds between a failure and waiting for the pods again (default 5)")
+      ->check(cli::finite_range(0, kMaxSeconds));
+  app.add_option(
+         "--sigkill-timeout", flags.sigkill_timeout_s,
+         "seconds Open MPI gives a rank between SIGTERM and SIGKILL when the job ends early "
+         "(odls_base_sigkill_timeout; default 3: time for ringd train to finish its step "
+         "and write a checkpoint; 0: Open MPI's 1 s). A failed job takes about 2-4 times "
+         "this to wind down")
+      ->check(CLI::Range(0, 3600));
   const int parsed = parse_words(&app, words);
   if (parsed >= 0) return parsed;
   if (command.empty()) {
@@ -241,8 +301,21 @@ int run_launch_command(int argc, const char* const* argv) {
       return kLaunchPathUnusable;
     }
   }
-  const int ready = wait_and_write_hostfile(flags, job);
-  if (ready != kLaunchOk) return ready;
+  // Starts of this job's command so far, by this launch and by earlier ones (pod 0 restarted).
+  const std::string attempts_file = flags.no_marker ? "" : attempts_path(flags.marker);
+  int attempts = 0;
+  if (!attempts_file.empty()) {
+    std::string problem;
+    attempts = read_attempts(attempts_file, &problem);
+    if (!problem.empty()) {
+      std::fprintf(stderr, "ringd launch: warning: %s; counting 0 starts\n", problem.c_str());
+    }
+  }
+  std::string restart_note;
+  const std::vector<std::string> resumed = restart_command(command, &restart_note);
+  if (flags.max_restarts > 0 && !restart_note.empty()) {
+    std::fprintf(stderr, "ringd launch: note: after a failure, %s\n", restart_note.c_str());
+  }
 
   MpirunPlan plan;
   plan.mpirun = flags.mpirun;
@@ -257,21 +330,48 @@ int run_launch_command(int argc, const char* const* argv) {
   plan.agent_port = flags.agent_port;
   plan.extra_args = flags.mpirun_args;
   plan.forward_env = forwarded_variables(current_environment());
-  plan.command = command;
-  const std::vector<std::string> argv_mpirun = mpirun_argv(plan);
-  std::string shown;
-  for (const std::string& word : argv_mpirun) shown += (shown.empty() ? "" : " ") + word;
-  std::fprintf(stderr, "ringd launch: %s\n", shown.c_str());
+  plan.sigkill_timeout_s = flags.sigkill_timeout_s;
 
-  int signal_received = 0;
-  const int mpirun_code = run_mpirun(argv_mpirun, &signal_received);
-  if (mpirun_code < 0) return kLaunchNoMpirun;
-  if (signal_received) {
-    std::fprintf(stderr, "ringd launch: mpirun ended (exit %d) after signal %d\n", mpirun_code,
-                 signal_received);
-    return 128 + signal_received;
-  }
-  if (mpirun_code != 0) {
+  while (true) {
+    if (attempts > flags.max_restarts) {
+      std::fprintf(stderr,
+                   "ringd launch: error: the job's command was started %d time(s) already and "
+                   "--max-restarts is %d: not starting it again (%s counts the starts; delete it "
+                   "to allow more)\n",
+                   attempts, flags.max_restarts, attempts_file.c_str());
+      return kLaunchRestartsSpent;
+    }
+    if (attempts > 0) {
+      std::fprintf(stderr, "ringd launch: restart %d of %d: waiting for every pod again\n",
+                   attempts, flags.max_restarts);
+    }
+    const int ready = wait_and_write_hostfile(flags, job);
+    if (ready != kLaunchOk) return ready;
+
+    plan.command = attempts > 0 ? resumed : command;
+    if (!attempts_file.empty()) {
+      try {
+        write_attempts(attempts_file, attempts + 1);
+      } catch (const std::exception& error) {
+        print_pod_error("launch", error);
+        return kLaunchPathUnusable;
+      }
+    }
+    ++attempts;
+    const std::vector<std::string> argv_mpirun = mpirun_argv(plan);
+    std::string shown;
+    for (const std::string& word : argv_mpirun) shown += (shown.empty() ? "" : " ") + word;
+    std::fprintf(stderr, "ringd launch: %s\n", shown.c_str());
+
+    int signal_received = 0;
+    const int mpirun_code = run_mpirun(argv_mpirun, &signal_received);
+    if (mpirun_code < 0) return kLaunchNoMpirun;
+    if (signal_received) {
+      std::fprintf(stderr, "ringd launch: mpirun ended (exit %d) after signal %d\n", mpirun_code,
+                   signal_received);
+      return 128 + signal_received;
+    }
+    if (mpirun_code == 0) break;
     std::fprintf(stderr, "ringd launch: error: mpirun failed with exit code %d\n", mpirun_code);
     // Name the pods whose agent went away: the usual reason a running job dies.
     for (const std::string& host : job.hosts) {
@@ -282,12 +382,32 @@ int run_launch_command(int argc, const char* const* argv) {
                      why.c_str());
       }
     }
-    return kLaunchTrainingFailed;
+    if (attempts > flags.max_restarts) {
+      if (flags.max_restarts > 0) {
+        std::fprintf(stderr,
+                     "ringd launch: error: giving up: the command failed %d time(s), "
+                     "--max-restarts %d spent\n",
+                     attempts, flags.max_restarts);
+      }
+      return kLaunchTrainingFailed;
+    }
+    std::fprintf(stderr, "ringd launch: restarting in %.1f s (restart %d of %d)\n",
+                 flags.restart_delay_s, attempts, flags.max_restarts);
+    const int number = pause_unless_signalled(
+        std::chrono::milliseconds(static_cast<int64_t>(flags.restart_delay_s * 1000)));
+    if (number != 0) {
+      std::fprintf(stderr, "ringd launch: signal %d before the restart: stopping\n", number);
+      return 128 + number;
+    }
   }
   if (!flags.no_marker) {
     try {
       write_marker(flags.marker, marker_record(command, job.pod.replicas, flags.slots));
       std::fprintf(stderr, "ringd launch: done; wrote %s\n", flags.marker.c_str());
+      if (attempts > 1) {
+        std::fprintf(stderr, "ringd launch: the job finished after %d restart(s)\n", attempts - 1);
+      }
+      ::unlink(attempts_file.c_str());
     } catch (const std::exception& error) {
       print_pod_error("launch", error);
       return kLaunchPathUnusable;

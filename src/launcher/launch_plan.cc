@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -86,6 +87,9 @@ std::vector<std::string> mpirun_argv(const MpirunPlan& plan) {
     mca("mpi_yield_when_idle", "1");
     argv.push_back("--oversubscribe");
   }
+  if (plan.sigkill_timeout_s > 0) {
+    mca("odls_base_sigkill_timeout", std::to_string(plan.sigkill_timeout_s));
+  }
   if (plan.running_as_root) argv.push_back("--allow-run-as-root");
   for (const std::string& name : plan.forward_env) argv.insert(argv.end(), {"-x", name});
   argv.insert(argv.end(), plan.extra_args.begin(), plan.extra_args.end());
@@ -145,6 +149,55 @@ std::string marker_record(const std::vector<std::string>& command, int pods, int
                            {"slots", slots},
                            {"command", command}};
   return record.dump() + "\n";
+}
+
+std::string attempts_path(const std::string& marker) { return marker + ".attempts"; }
+
+int read_attempts(const std::string& path, std::string* problem) {
+  problem->clear();
+  std::ifstream in(path);
+  if (!in) return 0;
+  std::string text;
+  std::getline(in, text);
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 0 || value > 1000000) {
+    *problem = path + " does not hold a count of attempts ('" + text.substr(0, 40) + "')";
+    return 0;
+  }
+  return static_cast<int>(value);
+}
+
+void write_attempts(const std::string& path, int attempts) {
+  write_file_atomically(path, std::to_string(attempts) + "\n");
+}
+
+std::vector<std::string> restart_command(const std::vector<std::string>& command,
+                                         std::string* note) {
+  note->clear();
+  const auto train = std::find(command.begin(), command.end(), "train");
+  const bool is_ringd_train = train != command.begin() && train != command.end() && [&] {
+    const std::string& program = *(train - 1);
+    const size_t slash = program.rfind('/');
+    return program.substr(slash == std::string::npos ? 0 : slash + 1) == "ringd";
+  }();
+  if (!is_ringd_train) {
+    *note = "not a `ringd train` command: it runs again as it is (it must resume by itself)";
+    return command;
+  }
+  const auto has = [&](const std::string& flag) {
+    return std::any_of(command.begin(), command.end(), [&](const std::string& word) {
+      return word == flag || word.rfind(flag + "=", 0) == 0;
+    });
+  };
+  if (has("--resume")) return command;
+  if (!has("--checkpoint-dir")) {
+    *note = "the command has no --checkpoint-dir: it starts again from step 0";
+    return command;
+  }
+  std::vector<std::string> resumed = command;
+  resumed.push_back("--resume");
+  return resumed;
 }
 
 }  // namespace ringd::launcher

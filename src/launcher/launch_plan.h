@@ -1,6 +1,6 @@
 // The decisions of `ringd hostfile` and `ringd launch` as functions of their inputs, so each is
 // unit-tested without pods: the hostfile's text, the wait for peers (its back-off and bound), the
-// mpirun command line, and the completion marker.
+// mpirun command line, the completion marker, and what a restart runs.
 #pragma once
 
 #include <chrono>
@@ -47,6 +47,10 @@ struct MpirunPlan {
   std::vector<std::string> extra_args;   // --mpirun-arg, in order, before the command
   std::vector<std::string> forward_env;  // names passed with -x
   std::vector<std::string> command;      // what each rank runs
+  // Open MPI's odls_base_sigkill_timeout: how long a rank has between the SIGTERM an orted or
+  // mpirun sends when the job ends early and the SIGKILL after it (Open MPI's default is 1 s);
+  // `ringd train` uses it to finish its step and write a checkpoint. 0: Open MPI's default.
+  int sigkill_timeout_s = 0;
 };
 
 std::vector<std::string> mpirun_argv(const MpirunPlan& plan);
@@ -64,5 +68,20 @@ void write_marker(const std::string& path, const std::string& contents);
 // directory is missing or read-only), so a run is not trained only to fail at the end.
 void check_marker_writable(const std::string& path);
 std::string marker_record(const std::vector<std::string>& command, int pods, int slots);
+
+// Restarts (`ringd launch --max-restarts N`). The attempts file counts how often this job's
+// command was started, across launch's own restarts (pod 0's container restarting): launch writes
+// it before each start and removes it after a success. A missing or unreadable file counts 0
+// (warned by the caller when it exists but does not parse).
+std::string attempts_path(const std::string& marker);
+int read_attempts(const std::string& path, std::string* problem);
+void write_attempts(const std::string& path, int attempts);
+
+// The command to run again after a failure: a `ringd train` command (its program named ringd,
+// then "train") with --checkpoint-dir and without --resume gets --resume, so it continues from the
+// newest intact checkpoint. Any other command runs again as it is; `note` then says why (empty
+// when --resume was added or was already there).
+std::vector<std::string> restart_command(const std::vector<std::string>& command,
+                                         std::string* note);
 
 }  // namespace ringd::launcher

@@ -24,6 +24,7 @@ enum LaunchExit : int {
   kLaunchPeersNotReady = 3,
   kLaunchPathUnusable = 4,
   kLaunchNoMpirun = 5,
+  kLaunchRestartsSpent = 6,  // started --max-restarts + 1 times already (an earlier launch's count)
 };
 
 // `ringd exec`'s own failures (the remote command's exit code is passed through otherwise).

@@ -1,5 +1,5 @@
 // ringd launch's decisions without pods: the readiness wait's back-off and bound, the mpirun
-// command line, forwarded variables, the completion marker.
+// command line, forwarded variables, the completion marker, what a restart runs and its count.
 #include "launcher/launch_plan.h"
 
 #include <gtest/gtest.h>
@@ -123,6 +123,11 @@ TEST(LaunchPlan, MpirunCommandLine) {
   EXPECT_TRUE(contains_sequence(argv, {"--mca", "btl_tcp_if_include", "eth0"}));
   EXPECT_TRUE(contains_sequence(argv, {"--mca", "oob_tcp_if_include", "eth0"}));
   EXPECT_TRUE(contains_sequence(argv, {"--mca", "btl", "self,tcp", "ringd", "train"}));
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "odls_base_sigkill_timeout"), argv.end());
+
+  plan.sigkill_timeout_s = 10;
+  argv = mpirun_argv(plan);
+  EXPECT_TRUE(contains_sequence(argv, {"--mca", "odls_base_sigkill_timeout", "10"}));
 }
 
 TEST(LaunchPlan, TheJobSecretIsNeverForwarded) {
@@ -166,6 +171,53 @@ TEST(LaunchPlan, UnwritableMarkerIsReportedBeforeTraining) {
     EXPECT_NE(std::string(error.what()).find("--no-marker"), std::string::npos);
   }
   EXPECT_THROW(write_marker("/nonexistent-ringd-dir/launch.done", "x"), Error);
+}
+
+TEST(LaunchPlan, ARestartedRingdTrainResumesFromItsCheckpoints) {
+  std::string note;
+  const std::vector<std::string> train = {
+      "/usr/local/bin/ringd",       "train",    "--checkpoint-dir",
+      "/var/lib/ringd/checkpoints", "--epochs", "3"};
+  std::vector<std::string> expected = train;
+  expected.push_back("--resume");
+  EXPECT_EQ(restart_command(train, &note), expected);
+  EXPECT_EQ(note, "");
+  // Already resuming: as it is; --checkpoint-dir=DIR counts too.
+  EXPECT_EQ(restart_command(expected, &note), expected);
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(restart_command({"ringd", "train", "--checkpoint-dir=/c"}, &note),
+            (std::vector<std::string>{"ringd", "train", "--checkpoint-dir=/c", "--resume"}));
+  // Without checkpoints it can only start over; other programs are run again as they are.
+  EXPECT_EQ(restart_command({"ringd", "train", "--epochs", "3"}, &note),
+            (std::vector<std::string>{"ringd", "train", "--epochs", "3"}));
+  EXPECT_NE(note.find("no --checkpoint-dir"), std::string::npos) << note;
+  for (const std::vector<std::string>& other :
+       {std::vector<std::string>{"python3", "train.py", "--checkpoint-dir", "/c"},
+        std::vector<std::string>{"ringd", "bench", "allreduce"},
+        std::vector<std::string>{"notringd", "train", "--checkpoint-dir", "/c"},
+        std::vector<std::string>{"train", "--checkpoint-dir", "/c"}}) {
+    EXPECT_EQ(restart_command(other, &note), other) << other[0];
+    EXPECT_NE(note.find("not a `ringd train` command"), std::string::npos) << note;
+  }
+}
+
+TEST(LaunchPlan, AttemptsSurviveInAFileAndABadOneCountsZero) {
+  const std::string dir = temporary_directory();
+  const std::string path = attempts_path(dir + "/launch.done");
+  EXPECT_EQ(path, dir + "/launch.done.attempts");
+  std::string problem;
+  EXPECT_EQ(read_attempts(path, &problem), 0);
+  EXPECT_EQ(problem, "");
+  write_attempts(path, 3);
+  EXPECT_EQ(read_attempts(path, &problem), 3);
+  EXPECT_EQ(problem, "");
+  for (const char* bad : {"three\n", "-1\n", "\n", "12abc\n"}) {
+    std::ofstream(path, std::ios::trunc) << bad;
+    EXPECT_EQ(read_attempts(path, &problem), 0) << bad;
+    EXPECT_NE(problem.find("does not hold a count"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_EQ(::rmdir(dir.c_str()), 0) << "temporary files left in " << dir;
 }
 
 }  // namespace

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""`ringd launch --max-restarts` on an emulated StatefulSet (launcher_netns_test.py's cluster: 4
+network namespaces as pods, each running `ringd agent`, pod 0 running launch):
+
+  1. reference: `ringd train` (MLP on synthetic data, ringd's tcp transport, checkpoints every 10
+     steps) through launch, uninterrupted;
+  2. the same job with --max-restarts 3, its pods lost twice mid-training:
+       a. pod 2 is deleted (SIGTERM to its agent, which passes it on to the orted and rank there;
+          the agent is started again a second later, as the kubelet would),
+       b. pod 3's node is lost (SIGKILL to every process in its namespace; started again later);
+     after each, launch waits for the pods and runs the command again with --resume. The job must
+     finish (exit 0, marker written) within a bound, with parameters bitwise those of step 1;
+  3. a pod that never comes back: launch gives up after --wait-timeout, exit 3, naming it;
+  4. a count of starts left by earlier launches (pod 0 restarted) that spends the budget: exit 6.
+
+Needs root, `ip netns` and mpirun; skips (exit 77) otherwise. Every namespace, the bridge, the
+hosts files and every process are removed on any exit.
+"""
+import atexit
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import harness
+import launcher_netns_test as netns
+from harness import check
+from train_test import write_dataset
+
+STEPS = 600
+JOB_BOUND_S = 240  # the restarted job must finish within this (two losses on a loaded 2-core box)
+
+
+def pod_pids(i):
+    done = subprocess.run(["ip", "netns", "pids", netns.namespace(i)], capture_output=True,
+                          text=True)
+    return [int(pid) for pid in done.stdout.split()]
+
+
+def lose_pod(i):
+    """A node lost: every process of pod i dies at once."""
+    for pid in pod_pids(i):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process, log = CLUSTER.agents[i]
+    process.wait()
+    log.close()
+
+
+def delete_pod(i):
+    """A pod deleted: the kubelet sends its PID 1 (the agent) SIGTERM and waits for it."""
+    process, log = CLUSTER.agents[i]
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=40)
+    log.close()
+
+
+def train_job(ringd, work, data, name, extra=()):
+    return [ringd, "train", "--data", data, "--layers", "16,12,4", "--batch-size", "8", "--lr",
+            "0.05", "--epochs", "100", "--max-steps", str(STEPS), "--log-every", "50",
+            "--transport", "tcp", "--iface", "eth0", "--timeout", "20",
+            "--checkpoint-dir", os.path.join(work, f"ckpt-{name}"), "--checkpoint-every", "10",
+            "--json", os.path.join(work, f"{name}.json"), *extra]
+
+
+def summary(work, name):
+    with open(os.path.join(work, f"{name}.json")) as f:
+        return json.load(f)
+
+
+def wait_for_checkpoint(work, name, step, process, log, seconds=60):
+    path = os.path.join(work, f"ckpt-{name}", f"ckpt-{step:010d}.ringd")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            return
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    log.seek(0)
+    raise harness.Failure(f"no checkpoint {path} within {seconds} s:\n{log.read()}")
+
+
+def launch_log(log):
+    log.flush()
+    log.seek(0)
+    return log.read()
+
+
+def test(ringd, args):
+    if os.geteuid() != 0:
+        netns.skip("not root: network namespaces need root")
+    if shutil.which("ip") is None:
+        netns.skip("no `ip` command (iproute2)")
+    harness.require_mpirun()
+    probe = subprocess.run(["ip", "netns", "add", f"ringd-e2e{netns.TAG}-probe"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        netns.skip(f"cannot create network namespaces here: {probe.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", f"ringd-e2e{netns.TAG}-probe"], capture_output=True)
+
+    global CLUSTER
+    work = tempfile.mkdtemp(prefix="ringd-launch-restart-")
+    CLUSTER = netns.Cluster(ringd, work)
+    atexit.register(lambda: shutil.rmtree(work, ignore_errors=True))
+    atexit.register(CLUSTER.teardown)
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, lambda *_: sys.exit(1))  # runs the atexit cleanup
+    try:
+        run_scenarios(ringd, work)
+    finally:
+        CLUSTER.teardown()
+
+
+def run_scenarios(ringd, work):
+    cluster = CLUSTER
+    cluster.start()
+    data = os.path.join(work, "data")
+    os.makedirs(data)
+    write_dataset(data)
+
+    # 1. The reference: the same job, never interrupted.
+    code, out, err, seconds = cluster.launch(
+        ["--no-marker", "--", *train_job(ringd, work, data, "reference")], timeout=180)
+    check(code == 0, f"reference launch exit {code}\nstdout:\n{out}\nstderr:\n{err}")
+    reference = summary(work, "reference")
+    check(reference["steps"] == STEPS and reference["ranks"] == netns.PODS, f"{reference}")
+    print(f"ok   reference run: {STEPS} steps on {netns.PODS} pods in {seconds:.1f} s", flush=True)
+
+    # 2. The job with restarts; 20 ms per step keeps it running long enough to be hit twice.
+    # --sigkill-timeout 2: Open MPI winds a failed job down in about 2-4 times that.
+    marker = os.path.join(work, "restart.done")
+    job = train_job(ringd, work, data, "restarted", ["--throttle-ms", "20"])
+    process, log = cluster.launch(["--marker", marker, "--max-restarts", "3", "--restart-delay",
+                                   "1", "--sigkill-timeout", "2", "--", *job], timeout=0,
+                                  background=True)
+    started = time.monotonic()
+    try:
+        # a. Pod 2 deleted after the step-50 checkpoint, back a second later.
+        wait_for_checkpoint(work, "restarted", 50, process, log)
+        delete_pod(2)
+        time.sleep(1.0)
+        cluster.start_agent(2)
+        # b. Pod 3's node lost once the restarted run has written a later checkpoint.
+        def restarts_seen(count):
+            return len(re.findall(r"^ringd launch: restart \d+ of 3", launch_log(log), re.M)) >= count
+        deadline = time.monotonic() + 60
+        while not restarts_seen(1) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        check(restarts_seen(1), f"launch did not restart after pod 2 was deleted:\n"
+                                f"{launch_log(log)}")
+        # The stop's checkpoint may be of any step; the periodic ones are multiples of 10.
+        newest = int(sorted(os.listdir(os.path.join(work, "ckpt-restarted")))[-1][5:15])
+        wait_for_checkpoint(work, "restarted", (newest // 10 + 5) * 10, process, log)
+        lose_pod(3)
+        time.sleep(2.0)
+        cluster.start_agent(3)
+        try:
+            code = process.wait(timeout=max(1, JOB_BOUND_S - (time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            raise harness.Failure(f"the job did not finish within {JOB_BOUND_S} s:\n"
+                                  f"{launch_log(log)}")
+        seconds = time.monotonic() - started
+        text = launch_log(log)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+    check(code == 0, f"launch exit {code} after two lost pods:\n{text}")
+    check(len(re.findall(r"^ringd launch: restart \d+ of 3", text, re.M)) == 2,
+          f"expected exactly two restarts:\n{text}")
+    check(re.search(r"^ringd launch: the job finished after 2 restart\(s\)$", text, re.M),
+          f"no closing line:\n{text}")
+    check(text.count("--resume") >= 2, f"the restarts did not pass --resume:\n{text}")
+    # Pod 2's deletion stopped every rank after one step, with a checkpoint of it; pod 3's loss
+    # failed a step, and rank 0 wrote the checkpoint of the step before.
+    stopped = re.search(r"^stopping after step (\d+) of \d+: another rank was asked to stop$",
+                        text, re.M)
+    failed = re.search(r"^step \d+ failed: writing a checkpoint of step (\d+) before exiting$",
+                       text, re.M)
+    check(stopped and failed, f"no graceful stop or no checkpoint after the failure:\n{text}")
+    check(os.path.exists(marker) and not os.path.exists(marker + ".attempts"),
+          "marker missing or attempts file left behind after success")
+    resumed = summary(work, "restarted")
+    check(resumed["start_step"] > 0 and resumed["steps"] == STEPS,
+          f"the last run did not resume: {resumed}")
+    check(resumed["params_sha256"] == reference["params_sha256"],
+          f"parameters differ from the uninterrupted run: {resumed['params_sha256']} vs "
+          f"{reference['params_sha256']}")
+    print(f"ok   pod 2 deleted (all ranks stopped after step {stopped.group(1)}) and pod 3 lost "
+          f"(checkpoint of step {failed.group(1)}) mid-training: 2 restarts, the last from step "
+          f"{resumed['start_step']}; finished in {seconds:.1f} s with bitwise the uninterrupted "
+          f"run's parameters", flush=True)
+
+    # 3. A pod that never comes back: launch names it after --wait-timeout (20 s here).
+    job = train_job(ringd, work, data, "lost", ["--throttle-ms", "20"])
+    process, log = cluster.launch(["--marker", os.path.join(work, "lost.done"), "--max-restarts",
+                                   "3", "--restart-delay", "0.5", "--sigkill-timeout", "2", "--",
+                                   *job], timeout=0, background=True)
+    try:
+        wait_for_checkpoint(work, "lost", 20, process, log)
+        lost_at = time.monotonic()
+        lose_pod(1)
+        try:
+            code = process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            raise harness.Failure(f"launch still waiting 90 s after pod 1 was lost for good:\n"
+                                  f"{launch_log(log)}")
+        seconds = time.monotonic() - lost_at
+        text = launch_log(log)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+    check(code == 3, f"launch exit {code} with a pod gone for good (expected 3):\n{text}")
+    check(re.search(r"1 of 4 pods not ready after", text) and netns.dns(1) in text,
+          f"launch did not name {netns.dns(1)}:\n{text}")
+    print(f"ok   pod 1 never came back: launch exit 3 after {seconds:.1f} s naming "
+          f"{netns.dns(1)}", flush=True)
+
+    # 4. Earlier launches (pod 0 restarting) spent the budget: refused at once, exit 6.
+    cluster.start_agent(1)
+    spent = os.path.join(work, "spent.done")
+    with open(spent + ".attempts", "w") as f:
+        f.write("4\n")
+    code, out, err, seconds = cluster.launch(
+        ["--marker", spent, "--max-restarts", "3", "--", *train_job(ringd, work, data, "spent")],
+        timeout=30)
+    check(code == 6 and "started 4 time(s) already and --max-restarts is 3" in err,
+          f"launch with a spent budget: exit {code}\n{err}")
+    check(not os.path.exists(os.path.join(work, "spent.json")), "the spent job ran")
+    print("ok   a budget spent by earlier launches: exit 6 at once, nothing started", flush=True)
+
+
+CLUSTER = None
+
+if __name__ == "__main__":
+    harness.main(test)
