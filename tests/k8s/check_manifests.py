@@ -146,6 +146,7 @@ class Checker:
                 if command[:2] == ["ringd", "agent"]:
                     agents += 1
                     self.check_agent(cwhere, ss, container, pod, env)
+                    self.check_recovery(cwhere, command)
                 self.check_flags(cwhere, command)
         self.check_ps_servers(overlay, sets, configmaps)
         if agents != 1:
@@ -294,6 +295,38 @@ class Checker:
             for text in (str(EXEC_PORT), str(HTTP_PORT), STATE_DIR, "RINGD_JOB_SECRET_FILE"):
                 if text not in self.doc:
                     self.fail(where, f"uses {text}, which docs/launcher.md does not mention")
+
+    def check_recovery(self, where, command):
+        """A training job recovers from a lost pod (k8s/README.md, "When a pod is lost"): launch
+        restarts it (--max-restarts > 0) and rank 0 checkpoints periodically on the job volume,
+        which --resume then reads. Parameter-server jobs are exempt: a restarted worker job would
+        meet servers that kept the old job's state."""
+        words = command[2:]
+        if words[:1] != ["--"] or "--" not in words[1:]:
+            return
+        split = words.index("--", 1)
+        launch, job = words[1:split], words[split + 1:]
+        if job[:2] != ["ringd", "train"] or "ps" in [b for a, b in zip(job, job[1:])
+                                                        if a == "--mode"]:
+            return
+
+        def value(flags, name):
+            for a, b in zip(flags, flags[1:]):
+                if a == name:
+                    return b
+            return None
+        restarts = value(launch, "--max-restarts")
+        if restarts is None or not restarts.isdigit() or int(restarts) < 1:
+            self.fail(where, f"launch's --max-restarts is {restarts}: a lost pod ends the training "
+                             "job for good")
+        directory = value(job, "--checkpoint-dir") or ""
+        every = value(job, "--checkpoint-every")
+        if not directory.startswith(STATE_DIR + "/"):
+            self.fail(where, f"ringd train's --checkpoint-dir is {directory or 'not set'}: a "
+                             f"restart resumes only from checkpoints in {STATE_DIR}")
+        if every is None or not every.isdigit() or int(every) < 1:
+            self.fail(where, f"ringd train's --checkpoint-every is {every}: a restart would "
+                             "repeat the whole run")
 
     def check_flags(self, where, command):
         """Every ringd command in the pod's command exists, and every --flag given to it is in

@@ -103,6 +103,12 @@ def main():
             text = f.read().replace(UNKNOWN_FIELD, AS_ROOT)
         with open(os.path.join(overlays, "root", "kustomization.yaml"), "w") as f:
             f.write(text)
+        rdma = os.path.join(overlays, "rdma", "kustomization.yaml")
+        with open(rdma) as f:
+            text = f.read()
+        with open(rdma, "w") as f:  # a training job that a lost pod would end for good
+            f.write(text.replace('"--max-restarts"\n          - "3"',
+                                 '"--max-restarts"\n          - "0"'))
         ps = os.path.join(overlays, "ps", "kustomization.yaml")
         with open(ps) as f:
             text = f.read()
@@ -147,6 +153,8 @@ def main():
         ("--ps-servers out of step", "ps: StatefulSet/ringd --ps-servers: lists "
                                      "ringd-ps-0.ringd-ps:29500,ringd-ps-1.ringd-ps:29500, but"),
         ("a flag ringd does not have", "`ringd train` has no flag --model"),
+        ("a training job without restarts", "rdma: StatefulSet/ringd container ringd: launch's "
+                                            "--max-restarts is 0"),
         ("unchecked command noted", "`ringd ps` is not in this ringd binary"),
         ("a mount of no volume", "rdma-host-network: StatefulSet/ringd container ringd: mounts "
                                  "volume 'scratch' at /tmp"),
