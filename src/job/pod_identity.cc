@@ -1,8 +1,9 @@
 // A StatefulSet pod's identity (resolve_pod_identity, declared in topology.h): pod "<set>-<n>" is
-// ordinal n of `replicas`, and its peers are found by DNS through the headless service. Every input
-// can come from a flag or from the environment the manifests set (docs/launcher.md); a flag and a
-// variable that both speak must agree, because a disagreement means the manifest and the command
-// line describe two different jobs.
+// ordinal n of `replicas`, and its peers are found by DNS through the headless service. An
+// Indexed Job's pod "<job>-<n>-<random>" (JOB_COMPLETION_INDEX=n) is ordinal n the same way. Every
+// input can come from a flag or from the environment the manifests set (docs/launcher.md); a flag
+// and a variable that both speak must agree, because a disagreement means the manifest and the
+// command line describe two different jobs.
 #include <cctype>
 #include <cstdlib>
 #include <string>
@@ -69,6 +70,29 @@ void split_pod_name(const std::string& name, const std::string& source, std::str
   check_label("StatefulSet name", *set_name);
 }
 
+// An Indexed Job's pod (k8s/components/indexed-job): Kubernetes names it <job>-<index>-<random>
+// and sets JOB_COMPLETION_INDEX; its host and DNS names are <job>-<index>, a StatefulSet pod's
+// form. Returns `name` in that form; throws when it does not end in -<index>[-<random>].
+std::string indexed_job_pod_name(const std::string& name, const char* index_text) {
+  const int index = parse_count(index_text);
+  if (index < 0) {
+    RINGD_THROW(kInvalidArgument,
+                "JOB_COMPLETION_INDEX '" << index_text << "' is not a whole number");
+  }
+  const std::string tail = "-" + std::to_string(index);
+  const auto ends_with_index = [&tail](const std::string& text) {
+    return text.size() > tail.size() &&
+           text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with_index(name)) return name;
+  const size_t dash = name.rfind('-');
+  if (dash != std::string::npos && ends_with_index(name.substr(0, dash)))
+    return name.substr(0, dash);
+  RINGD_THROW(kInvalidArgument,
+              "pod " << name << " of an Indexed Job (JOB_COMPLETION_INDEX=" << index_text
+                     << ") is not named <job>" << tail << " or <job>" << tail << "-<suffix>");
+}
+
 }  // namespace
 
 void check_explicit_pod_name(const TopologyFlags& flags, const EnvLookup& env) {
@@ -106,6 +130,9 @@ PodIdentity resolve_pod_identity(const TopologyFlags& flags, const EnvLookup& en
     const char* hostname = env("HOSTNAME");
     name = hostname ? hostname : "";
     name = name.substr(0, name.find('.'));  // a FQDN host name: its first label is the pod
+  }
+  if (const char* job_index = env("JOB_COMPLETION_INDEX"); job_index && *job_index) {
+    name = indexed_job_pod_name(name, job_index);
   }
   split_pod_name(name, source, &pod.set_name, &pod.ordinal);
   if (pod.ordinal >= pod.replicas) {

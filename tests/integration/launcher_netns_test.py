@@ -97,22 +97,23 @@ class Cluster:
     def pod_env(self, i, **extra):
         tmpdir = os.path.join(self.work, "netns", namespace(i))
         os.makedirs(tmpdir, exist_ok=True)
-        env = harness.environment(RINGD_JOB_SECRET=SECRET, POD_NAME=f"ringd-{i}",
-                                  RINGD_REPLICAS=PODS, TMPDIR=tmpdir,
-                                  RINGD_METRICS_FILE=os.path.join(self.work, f"metrics{i}.prom"),
-                                  OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,
-                                  **extra)
+        values = dict(RINGD_JOB_SECRET=SECRET, POD_NAME=f"ringd-{i}", RINGD_REPLICAS=PODS,
+                      TMPDIR=tmpdir,
+                      RINGD_METRICS_FILE=os.path.join(self.work, f"metrics{i}.prom"),
+                      OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+        env = harness.environment(**{**values, **extra})
         env.pop("RINGD_JOB_SECRET_FILE", None)
         return env
 
     def in_pod(self, i, command):
         return ["ip", "netns", "exec", namespace(i), *command]
 
-    def start_agent(self, i, extra=()):
+    def start_agent(self, i, extra=(), env=None):
         log = open(os.path.join(self.work, f"agent{i}.log"), "w+")
         process = subprocess.Popen(
             self.in_pod(i, [self.ringd, "agent", *extra]),
-            stdout=log, stderr=subprocess.STDOUT, env=self.pod_env(i), start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, env=self.pod_env(i, **(env or {})),
+            start_new_session=True)
         self.agents[i] = (process, log)
 
     def agent_log(self, i):

@@ -11,7 +11,11 @@ network namespaces as pods, each running `ringd agent`, pod 0 running launch):
      after each, launch waits for the pods and runs the command again with --resume. The job must
      finish (exit 0, marker written) within a bound, with parameters bitwise those of step 1;
   3. a pod that never comes back: launch gives up after --wait-timeout, exit 3, naming it;
-  4. a count of starts left by earlier launches (pod 0 restarted) that spends the budget: exit 6.
+  4. a count of starts left by earlier launches (pod 0 restarted) that spends the budget: exit 6;
+  5. the Job form (k8s/components/indexed-job): agents named as an Indexed Job's pods
+     (ringd-<i>-<random>, JOB_COMPLETION_INDEX=i); pod 0's agent, given --exit-with-launch, exits
+     0 once the job trained (the Job's success policy then stops the others: SIGTERM, exit 0),
+     and exits 1 when the job fails (what the pod failure policy turns into a Failed Job).
 
 Needs root, `ip netns` and mpirun; skips (exit 77) otherwise. Every namespace, the bridge, the
 hosts files and every process are removed on any exit.
@@ -239,6 +243,52 @@ def run_scenarios(ringd, work):
           f"launch with a spent budget: exit {code}\n{err}")
     check(not os.path.exists(os.path.join(work, "spent.json")), "the spent job ran")
     print("ok   a budget spent by earlier launches: exit 6 at once, nothing started", flush=True)
+
+    # 5. The Job form: the agents as an Indexed Job's pods.
+    def start_job_pods(command, marker):
+        for i in range(netns.PODS):
+            process, log = cluster.agents[i]
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=40)
+            log.close()
+        identity = lambda i: {"POD_NAME": f"ringd-{i}-x{i}q7z", "JOB_COMPLETION_INDEX": str(i)}
+        for i in range(1, netns.PODS):
+            cluster.start_agent(i, env=identity(i))
+        cluster.start_agent(0, ["--exit-with-launch", "--", "--hostfile",
+                                os.path.join(work, "hostfile"), "--marker", marker, "--iface",
+                                "eth0", "--oversubscribed", "--wait-timeout", "20",
+                                "--sigkill-timeout", "2", "--", *command], env=identity(0))
+
+    def agent_exit(i, seconds):
+        process, _ = cluster.agents[i]
+        try:
+            return process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            raise harness.Failure(f"agent {i} still running after {seconds} s:\n"
+                                  f"{cluster.agent_log(i)}")
+
+    done = os.path.join(work, "job-form.done")
+    start_job_pods(train_job(ringd, work, data, "job-form"), done)
+    code = agent_exit(0, 120)
+    check(code == 0 and os.path.exists(done), f"pod 0's agent exited {code} (expected 0, with "
+                                              f"the marker):\n{cluster.agent_log(0)}")
+    check(summary(work, "job-form")["params_sha256"] == reference["params_sha256"],
+          "the Job form trained to other parameters")
+    for i in range(1, netns.PODS):  # the Job controller stops the rest once index 0 succeeded
+        process, _ = cluster.agents[i]
+        process.send_signal(signal.SIGTERM)
+        check(agent_exit(i, 30) == 0, f"agent {i} did not exit 0 on SIGTERM:\n"
+                                      f"{cluster.agent_log(i)}")
+    print("ok   Job form: pod 0's agent exited 0 after training (the reference's parameters), "
+          "the others 0 on SIGTERM", flush=True)
+
+    failing = train_job(ringd, work, os.path.join(work, "no-such-data"), "job-form-failed")
+    start_job_pods(failing, os.path.join(work, "job-form-failed.done"))
+    code = agent_exit(0, 120)
+    check(code == 1, f"pod 0's agent exited {code} for a failed job (expected 1: launch's "
+                     f"code, which fails the Job):\n{cluster.agent_log(0)}")
+    print("ok   Job form: a failing job makes pod 0's agent exit 1", flush=True)
 
 
 CLUSTER = None

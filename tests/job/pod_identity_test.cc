@@ -72,6 +72,37 @@ TEST(PodIdentity, FromTheHostNameAndFlags) {
   EXPECT_EQ(pod_dns_name(pod, 1), "my-job-1.workers.default.svc.corp.example");
 }
 
+TEST(PodIdentity, AnIndexedJobsPodIsItsIndex) {
+  // k8s/components/indexed-job: pods named <job>-<index>-<random>, JOB_COMPLETION_INDEX set.
+  const auto env = fake_env({{"POD_NAME", "job1-ringd-2-x7k9q"},
+                             {"JOB_COMPLETION_INDEX", "2"},
+                             {"RINGD_REPLICAS", "4"},
+                             {"RINGD_SERVICE", "job1-ringd"}});
+  const PodIdentity pod = resolve_pod_identity({}, env);
+  EXPECT_EQ(pod.set_name, "job1-ringd");
+  EXPECT_EQ(pod.ordinal, 2);
+  EXPECT_EQ(pod_dns_name(pod, 0), "job1-ringd-0.job1-ringd.default.svc.cluster.local");
+  // The host name (<job>-<index>) works as well.
+  EXPECT_EQ(resolve_pod_identity({}, fake_env({{"HOSTNAME", "ringd-3"},
+                                               {"JOB_COMPLETION_INDEX", "3"},
+                                               {"RINGD_REPLICAS", "4"}}))
+                .ordinal,
+            3);
+  EXPECT_CONTAINS(
+      error_message([] {
+        resolve_pod_identity({}, fake_env({{"POD_NAME", "ringd-1-abcde"},
+                                           {"JOB_COMPLETION_INDEX", "2"},
+                                           {"RINGD_REPLICAS", "4"}}));
+      }),
+      "pod ringd-1-abcde of an Indexed Job (JOB_COMPLETION_INDEX=2) is not named <job>-2");
+  EXPECT_CONTAINS(error_message([] {
+                    resolve_pod_identity({}, fake_env({{"POD_NAME", "ringd-1-abcde"},
+                                                       {"JOB_COMPLETION_INDEX", "one"},
+                                                       {"RINGD_REPLICAS", "4"}}));
+                  }),
+                  "JOB_COMPLETION_INDEX 'one' is not a whole number");
+}
+
 TEST(PodIdentity, BadInputsNameWhatIsWrong) {
   const auto with = [](std::map<std::string, std::string> values) {
     return fake_env(std::move(values));

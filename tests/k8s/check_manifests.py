@@ -77,6 +77,22 @@ def environment(container, configmaps, missing=None):
     return env
 
 
+def replicas_of(workload):
+    """How many pods: a StatefulSet's replicas, an Indexed Job's completions."""
+    spec = workload["spec"]
+    if workload["kind"] == "Job":
+        return spec.get("completions", 1)
+    return spec.get("replicas", 1)
+
+
+def service_of(workload):
+    """The headless Service that gives the pods their DNS names: a StatefulSet's serviceName, a
+    Job's pods' subdomain."""
+    if workload["kind"] == "Job":
+        return workload["spec"]["template"]["spec"].get("subdomain")
+    return workload["spec"].get("serviceName")
+
+
 class Checker:
     def __init__(self, args):
         self.args = args
@@ -112,15 +128,17 @@ class Checker:
         services = {s["metadata"]["name"]: s for s in by_kind.get("Service", [])}
         configmaps = by_kind.get("ConfigMap", [])
         secrets = {s["metadata"]["name"]: s for s in by_kind.get("Secret", [])}
-        sets = by_kind.get("StatefulSet", [])
+        sets = by_kind.get("StatefulSet", []) + by_kind.get("Job", [])
         if not sets:
-            self.fail(overlay, "no StatefulSet")
+            self.fail(overlay, "no StatefulSet or Job")
         agents = 0
         for ss in sets:
-            where = f"{overlay}: StatefulSet/{ss['metadata']['name']}"
+            where = f"{overlay}: {ss['kind']}/{ss['metadata']['name']}"
             spec = ss["spec"]
-            self.check_service(where, spec, services)
-            if spec.get("podManagementPolicy") != "Parallel":
+            self.check_service(where, ss, services)
+            if ss["kind"] == "Job":
+                self.check_job(where, spec)
+            elif spec.get("podManagementPolicy") != "Parallel":
                 self.fail(where, "podManagementPolicy is not Parallel (pods would start one by one)")
             pod = spec["template"]["spec"]
             self.check_security(where, pod)
@@ -150,8 +168,35 @@ class Checker:
                 self.check_flags(cwhere, command)
         self.check_ps_servers(overlay, sets, configmaps)
         if agents != 1:
-            self.fail(overlay, f"{agents} StatefulSets run `ringd agent`; exactly one must (pod 0 "
-                               "of it launches the job)")
+            self.fail(overlay, f"{agents} StatefulSets or Jobs run `ringd agent`; exactly one must "
+                               "(pod 0 of it launches the job)")
+
+    def check_job(self, where, spec):
+        """The Job form (components/indexed-job): one pod per index, all at once, DNS names like
+        a StatefulSet's, done when pod 0 (launch) succeeds, failed when launch fails, a lost pod
+        replaced without counting as a failure."""
+        if spec.get("completionMode") != "Indexed":
+            self.fail(where, "completionMode is not Indexed (pods would have no stable names)")
+        if spec.get("parallelism") != spec.get("completions"):
+            self.fail(where, f"parallelism {spec.get('parallelism')} != completions "
+                             f"{spec.get('completions')}: the pods would not all run at once")
+        pod = spec["template"]["spec"]
+        if pod.get("restartPolicy") != "Never":
+            self.fail(where, "restartPolicy is not Never (the pod failure policy needs it)")
+        rules = spec.get("successPolicy", {}).get("rules", [])
+        if not any(r.get("succeededIndexes") == "0" for r in rules):
+            self.fail(where, "no success policy on index 0: the Job would wait for every pod's "
+                             "agent to exit, which only pod 0's does")
+        failure_rules = spec.get("podFailurePolicy", {}).get("rules", [])
+        if not any(r.get("action") == "Ignore" and
+                   any(c.get("type") == "DisruptionTarget" for c in r.get("onPodConditions", []))
+                   for r in failure_rules):
+            self.fail(where, "a pod lost to its node or evicted would count as a failure (no "
+                             "Ignore rule for DisruptionTarget)")
+        for container in pod["containers"]:
+            words = container.get("command", []) + container.get("args", [])
+            if words[:2] == ["ringd", "agent"] and "--exit-with-launch" not in words:
+                self.fail(where, "the agent lacks --exit-with-launch: pod 0 would never end")
 
     def check_ps_servers(self, overlay, sets, configmaps):
         """--ps-servers names exactly the pods of the StatefulSet that runs `ringd ps`, in order
@@ -180,11 +225,12 @@ class Checker:
                     self.fail(where, f"lists {','.join(listed)}, but StatefulSet/{name} has the "
                                      f"servers {','.join(expected)}")
 
-    def check_service(self, where, spec, services):
-        name = spec.get("serviceName")
+    def check_service(self, where, workload, services):
+        spec = workload["spec"]
+        name = service_of(workload)
         service = services.get(name)
         if service is None:
-            self.fail(where, f"serviceName {name!r} names no Service in this overlay")
+            self.fail(where, f"serviceName/subdomain {name!r} names no Service in this overlay")
             return
         if service["spec"].get("clusterIP") != "None":
             self.fail(where, f"Service {name} is not headless (clusterIP: None): pods get no DNS "
@@ -252,14 +298,14 @@ class Checker:
             self.fail(where, f"RINGD_JOB_SECRET_FILE={path}: Secret {secret_name} has no key {key!r}")
 
     def check_agent(self, where, ss, container, pod, env):
-        spec = ss["spec"]
-        replicas = spec.get("replicas", 1)
+        replicas = replicas_of(ss)
         if env.get("RINGD_REPLICAS") != str(replicas):
-            self.fail(where, f"RINGD_REPLICAS={env.get('RINGD_REPLICAS')} but the StatefulSet has "
-                             f"{replicas} replicas")
-        if env.get("RINGD_SERVICE", spec["serviceName"]) != spec["serviceName"]:
-            self.fail(where, f"RINGD_SERVICE={env.get('RINGD_SERVICE')} but serviceName is "
-                             f"{spec['serviceName']}")
+            self.fail(where, f"RINGD_REPLICAS={env.get('RINGD_REPLICAS')} but the {ss['kind']} has "
+                             f"{replicas} pods")
+        service = service_of(ss)
+        if env.get("RINGD_SERVICE", service) != service:
+            self.fail(where, f"RINGD_SERVICE={env.get('RINGD_SERVICE')} but the pods' Service is "
+                             f"{service}")
         if env.get("POD_NAME") != "field:metadata.name":
             self.fail(where, "POD_NAME is not the downward API's metadata.name (the ordinal comes "
                              "from it; with hostNetwork the host name is the node's)")

@@ -4,7 +4,8 @@ everywhere, and each pod's peers resolve to its own job.
 
 Renders, from a copy of k8s/ with a placeholder secret, the ps overlay (the one with the most
 cross-references: workers, servers, two Services, --ps-servers) twice, as job1 (namePrefix job1-)
-and job2 (nameSuffix -two), and both together as one namespace would hold them. Then:
+and job2 (nameSuffix -two), and both together as one namespace would hold them; then the same for
+the cpu-job overlay (the Job form: pods found through the Job's subdomain). Then:
   * each job alone passes tests/k8s/check_manifests.py (RINGD_SERVICE = serviceName, RINGD_REPLICAS,
     --ps-servers after the kubelet's $(VAR) expansion = the servers' pods, ...);
   * together: no two objects share a kind and name, strict kubernetes-validate passes, and for each
@@ -22,6 +23,8 @@ import sys
 import tempfile
 
 JOBS = {"job1": "namePrefix: job1-", "job2": "nameSuffix: -two"}
+OVERLAYS = ("ps", "cpu-job")
+WORKLOADS = ("StatefulSet", "Job")
 
 
 def run(command, **kwargs):
@@ -39,7 +42,7 @@ def lookups(docs, manifests):
     """(who, host) for every name a job's pods resolve: pod 0's peers and --ps-servers' entries."""
     configmaps = [d for d in docs if d["kind"] == "ConfigMap"]
     found = []
-    for ss in (d for d in docs if d["kind"] == "StatefulSet"):
+    for ss in (d for d in docs if d["kind"] in WORKLOADS):
         for container in ss["spec"]["template"]["spec"]["containers"]:
             env = manifests.environment(container, configmaps)
             words = container.get("command", []) + container.get("args", [])
@@ -63,7 +66,7 @@ def problems_of(together, jobs, manifests):
         if key in seen:
             problems.append(f"two objects are {key[0]}/{key[1]}")
         seen.add(key)
-    sets = {d["metadata"]["name"]: d for d in together if d["kind"] == "StatefulSet"}
+    sets = {d["metadata"]["name"]: d for d in together if d["kind"] in WORKLOADS}
     services = {d["metadata"]["name"]: d for d in together if d["kind"] == "Service"}
     for job, own in jobs.items():
         own_names = {(d["kind"], d["metadata"]["name"]) for d in own}
@@ -72,14 +75,14 @@ def problems_of(together, jobs, manifests):
             set_name, _, ordinal = pod.rpartition("-")
             ss = sets.get(set_name)
             where = f"{job}: {who}: {host}"
-            if ss is None or not ordinal.isdigit() or int(ordinal) >= ss["spec"]["replicas"]:
+            if ss is None or not ordinal.isdigit() or int(ordinal) >= manifests.replicas_of(ss):
                 problems.append(f"{where}: no such pod")
                 continue
-            if ("StatefulSet", set_name) not in own_names:
-                problems.append(f"{where}: a pod of another job's StatefulSet/{set_name}")
-            if ss["spec"]["serviceName"] != service:
-                problems.append(f"{where}: StatefulSet/{set_name}'s pods are published under "
-                                f"{ss['spec']['serviceName']}, not {service}: no DNS name")
+            if (ss["kind"], set_name) not in own_names:
+                problems.append(f"{where}: a pod of another job's {ss['kind']}/{set_name}")
+            if manifests.service_of(ss) != service:
+                problems.append(f"{where}: {ss['kind']}/{set_name}'s pods are published under "
+                                f"{manifests.service_of(ss)}, not {service}: no DNS name")
             svc = services.get(service)
             if svc is None or ("Service", service) not in own_names:
                 problems.append(f"{where}: Service {service} is not this job's")
@@ -91,7 +94,7 @@ def problems_of(together, jobs, manifests):
                 if selects(selector, labels) != mine:
                     problems.append(f"{where}: Service {service}'s selector {selector} "
                                     f"{'misses' if mine else 'also picks'} the pods of "
-                                    f"StatefulSet/{other_name}")
+                                    f"{other['kind']}/{other_name}")
     return problems
 
 
@@ -110,6 +113,11 @@ def main():
         os.execv(os.path.join(venv, "python"), [os.path.join(venv, "python"), *sys.argv])
     import check_manifests as manifests
 
+    for overlay in OVERLAYS:
+        two_jobs(repo, venv, yaml, manifests, overlay)
+
+
+def two_jobs(repo, venv, yaml, manifests, overlay):
     work = tempfile.mkdtemp(prefix="ringd-two-jobs-")
     try:
         tree = os.path.join(work, "k8s")
@@ -119,7 +127,7 @@ def main():
         for job, naming in JOBS.items():
             os.makedirs(os.path.join(tree, "jobs", job))
             with open(os.path.join(tree, "jobs", job, "kustomization.yaml"), "w") as f:
-                f.write(f"{naming}\nresources:\n  - ../../overlays/ps\n")
+                f.write(f"{naming}\nresources:\n  - ../../overlays/{overlay}\n")
         os.makedirs(os.path.join(tree, "jobs", "both"))
         with open(os.path.join(tree, "jobs", "both", "kustomization.yaml"), "w") as f:
             f.write("resources:\n" + "".join(f"  - ../{job}\n" for job in JOBS))
@@ -143,10 +151,11 @@ def main():
         together = load("both")
         problems = problems_of(together, jobs, manifests)
         if problems:
-            sys.exit("FAIL: two jobs in one namespace:\n  " + "\n  ".join(problems))
+            sys.exit(f"FAIL: two {overlay} jobs in one namespace:\n  " + "\n  ".join(problems))
         hosts = [host for job in jobs.values() for _, host in lookups(job, manifests)]
-        print(f"ok   two jobs side by side: {len(together)} objects, {len(hosts)} lookups, each "
-              f"inside its own job ({', '.join(sorted(set(h.split('.')[1] for h in hosts)))})")
+        print(f"ok   two {overlay} jobs side by side: {len(together)} objects, {len(hosts)} "
+              f"lookups, each inside its own job "
+              f"({', '.join(sorted(set(h.split('.')[1] for h in hosts)))})")
 
         # The check can fail: job2's RINGD_SERVICE pointed at job1's Service.
         for d in jobs["job2"] + together:
@@ -155,10 +164,10 @@ def main():
         problems = problems_of(together, jobs, manifests)
         if not any("job2" in p and "job1-ringd" in p for p in problems):
             sys.exit(f"FAIL: job2 looking up job1's Service went unreported: {problems}")
-        print(f"ok   job2 pointed at job1's Service is reported ({len(problems)} problems)")
+        print(f"ok   {overlay}: job2 pointed at job1's Service is reported ({len(problems)} "
+              "problems)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

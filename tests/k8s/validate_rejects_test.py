@@ -109,6 +109,11 @@ def main():
         with open(rdma, "w") as f:  # a training job that a lost pod would end for good
             f.write(text.replace('"--max-restarts"\n          - "3"',
                                  '"--max-restarts"\n          - "0"'))
+        job = os.path.join(tmp, "k8s", "components", "indexed-job", "kustomization.yaml")
+        with open(job) as f:
+            text = f.read()
+        with open(job, "w") as f:  # a Job that would wait for every pod's agent to exit
+            f.write(text.replace('succeededIndexes: "0"', 'succeededIndexes: "1"'))
         ps = os.path.join(overlays, "ps", "kustomization.yaml")
         with open(ps) as f:
             text = f.read()
@@ -142,7 +147,7 @@ def main():
         ("wrong type named", "'29400' is not of type 'integer'"),
         ("patch that does not apply", "k8s/overlays/bench does not render"),
         ("RINGD_REPLICAS out of step", "rdma: StatefulSet/ringd container ringd: RINGD_REPLICAS=7 "
-                                       "but the StatefulSet has 4 replicas"),
+                                       "but the StatefulSet has 4 pods"),
         ("a variable ringd does not read", "rdma: StatefulSet/ringd container ringd: sets "
                                            "RINGD_IB_GID_IDX, which neither"),
         ("metrics file off the job volume", "RINGD_METRICS_FILE=/tmp/m.prom: it must name a file "
@@ -153,6 +158,8 @@ def main():
         ("--ps-servers out of step", "ps: StatefulSet/ringd --ps-servers: lists "
                                      "ringd-ps-0.ringd-ps:29500,ringd-ps-1.ringd-ps:29500, but"),
         ("a flag ringd does not have", "`ringd train` has no flag --model"),
+        ("a Job done only when every agent exits", "cpu-job: Job/ringd: no success policy on "
+                                                    "index 0"),
         ("a training job without restarts", "rdma: StatefulSet/ringd container ringd: launch's "
                                             "--max-restarts is 0"),
         ("unchecked command noted", "`ringd ps` is not in this ringd binary"),
