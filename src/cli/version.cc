@@ -28,4 +28,13 @@ std::string build_report() {
   return out;
 }
 
+std::string build_info_labels() {
+  const auto flag = [](const char* name, bool built) {
+    return std::string(",") + name + "=\"" + (built ? "true" : "false") + "\"";
+  };
+  return std::string("version=\"") + version_string() + "\"" + flag("mpi", RINGD_HAVE_MPI) +
+         flag("ibverbs", RINGD_HAVE_IBVERBS) + flag("cuda", RINGD_HAVE_CUDA) +
+         flag("nccl", RINGD_HAVE_NCCL) + flag("cublas", RINGD_HAVE_CUBLAS);
+}
+
 }  // namespace ringd

@@ -13,4 +13,7 @@ const char* version_string();
 //   Local groups:  [X] CPU devices  [ ] NCCL (GPUs)
 //   ...
 std::string build_report();
+
+// The labels of the ringd_build_info gauge: version="0.1.0",mpi="true",... (the optional backends).
+std::string build_info_labels();
 }  // namespace ringd

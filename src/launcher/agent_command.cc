@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/flag_checks.h"
+#include "cli/version.h"
 #include "common/logging.h"
 #include "common/tunables.h"
 #include "launcher/child_process.h"
@@ -79,6 +80,8 @@ std::string render_metrics(const ExecServerStats& stats, const LaunchState& laun
                            const std::string& pod, const std::string& metrics_file) {
   const std::string labels = "{pod=\"" + pod + "\"}";
   std::string out;
+  out += metric("ringd_build_info", "gauge", "1, labelled with the version and optional backends",
+                "{" + build_info_labels() + "}", "1");
   out += metric("ringd_agent_up", "gauge", "1 while the agent runs", labels, "1");
   out += metric("ringd_exec_connections_total", "counter", "exec service connections accepted",
                 labels, std::to_string(stats.connections.load()));

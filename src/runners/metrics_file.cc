@@ -57,14 +57,14 @@ std::string train_metrics_text(const TrainMetrics& m) {
                 static_cast<double>(m.steps));
   text += gauge("ringd_train_step_seconds", "gauge", "time of the last step on rank 0", labels,
                 m.last_step_seconds);
-  text += gauge("ringd_train_samples_per_second", "gauge",
-                "samples per second over all ranks since the run started", labels,
-                m.samples_per_second);
+  text += gauge("ringd_train_samples_total", "counter",
+                "samples trained on in this run, over all ranks (rate() gives samples/s)", labels,
+                m.samples_total);
   text += gauge("ringd_train_gradient_bytes_total", "counter",
                 "bytes of gradients averaged so far (per rank)", labels, m.gradient_bytes_total);
-  text += gauge("ringd_train_communication_share", "gauge",
-                "share of the step time spent blocked in the gradient exchange", labels,
-                m.communication_share);
+  text += gauge("ringd_train_communication_ratio", "gauge",
+                "share of the step time spent blocked in the gradient exchange, 0..1", labels,
+                m.communication_ratio);
   return text;
 }
 

@@ -385,10 +385,10 @@ class TrainRank {
           metrics.ranks = size_;
           metrics.steps = steps_run;
           metrics.last_step_seconds = seconds;
-          metrics.samples_per_second =
-              static_cast<double>(steps_run) * static_cast<double>(global_batch_) / step_seconds;
+          metrics.samples_total =
+              static_cast<double>(steps_run) * static_cast<double>(global_batch_);
           metrics.gradient_bytes_total = static_cast<double>(steps_run) * gradient_bytes_per_step;
-          metrics.communication_share = (sync.blocked_seconds() - blocked_before) / step_seconds;
+          metrics.communication_ratio = (sync.blocked_seconds() - blocked_before) / step_seconds;
           publish_metrics(metrics_path, train_metrics_text(metrics));
           last_metrics = Clock::now();
         }

@@ -18,6 +18,7 @@ Exits 77 (skipped, saying why) without root or iproute2, or when the binary has 
 """
 import base64
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -171,6 +172,10 @@ def main():
             status, body = http_get(namespace, ports["http"], "/metrics")
             check(status == 200 and "# TYPE" in body,
                   f"GET /metrics: {status}, not Prometheus text: {body[:300]!r}")
+            check(re.search(r'^ringd_build_info\{version="[^"]+",mpi="(true|false)",'
+                            r'ibverbs="(true|false)",cuda="(true|false)",nccl="(true|false)",'
+                            r'cublas="(true|false)"\} 1$', body, re.M),
+                  f"no ringd_build_info gauge in /metrics: {body[:500]!r}")
             code, output = in_namespace(
                 namespace, f"import socket; socket.create_connection(('127.0.0.1', "
                            f"{ports['exec']}), timeout=2).close()")

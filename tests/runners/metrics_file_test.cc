@@ -38,19 +38,19 @@ TEST(MetricsFile, TrainingFiguresBecomePrometheusText) {
   metrics.ranks = 4;
   metrics.steps = 12;
   metrics.last_step_seconds = 0.25;
-  metrics.samples_per_second = 512;
+  metrics.samples_total = 12 * 256;
   metrics.gradient_bytes_total = 12 * 814120.0;
-  metrics.communication_share = 0.125;
+  metrics.communication_ratio = 0.125;
   const std::string text = train_metrics_text(metrics);
   const std::string labels = "{mode=\"ps\",ranks=\"4\"}";
   EXPECT_NE(text.find("ringd_train_steps_total" + labels + " 12\n"), std::string::npos) << text;
   EXPECT_NE(text.find("ringd_train_step_seconds" + labels + " 0.25\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("ringd_train_samples_per_second" + labels + " 512\n"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("ringd_train_samples_total" + labels + " 3072\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE ringd_train_samples_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("ringd_train_gradient_bytes_total" + labels + " 9769440\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("ringd_train_communication_share" + labels + " 0.125\n"), std::string::npos)
+  EXPECT_NE(text.find("ringd_train_communication_ratio" + labels + " 0.125\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("# TYPE ringd_train_steps_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE ringd_train_step_seconds gauge\n"), std::string::npos);
