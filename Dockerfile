@@ -3,21 +3,38 @@
 #
 #   docker build -t ringd:0.1.0 .
 #   docker build --build-arg CUDA_VERSION=12.8.1 -t ringd:0.1.0-cuda12 .   # nodes with older drivers
+#   docker build --build-arg VARIANT=cpu -t ringd:0.1.0-cpu .              # CPU only, no CUDA base
 #
-# Two stages. `build` compiles ringd on NVIDIA's CUDA devel image with the same two scripts the
-# README and CI use (scripts/install_deps.sh, scripts/build.sh); tests/k8s/dockerfile_test.py
-# checks that it does, and with options the project defines. `runtime` starts from the matching
-# CUDA runtime image (cudart, cuBLAS, NCCL) and adds only what ringd loads at run time, listed by
-# scripts/runtime_packages.sh from the binary itself, plus Open MPI's programs (mpirun, orted).
+# Two stages, each on the variant's base: `build` compiles ringd (on NVIDIA's CUDA devel image, or
+# plain Ubuntu for VARIANT=cpu) with the same two scripts the README and CI use
+# (scripts/install_deps.sh, scripts/build.sh); tests/k8s/dockerfile_test.py checks that it does,
+# and with options the project defines. `runtime` starts from the matching CUDA runtime image
+# (cudart, cuBLAS, NCCL), or the same Ubuntu for VARIANT=cpu, and adds only what ringd loads at run
+# time, listed by scripts/runtime_packages.sh from the binary itself, plus Open MPI's programs
+# (mpirun, orted). The cpu variant is a few hundred MB instead of several GB: the k8s cpu, cpu-job
+# and ps overlays use it (tag 0.1.0-cpu).
 #
 # Never built here: this machine has no Docker engine. hadolint lints it (scripts/validate_k8s.sh).
 
 # CUDA 13.0 is what CI's CUDA build compiles with (scripts/test.sh); it needs an R580 or newer
 # driver on the nodes. Both stages must use the same version.
 ARG CUDA_VERSION=13.0.0
+# cuda (default) or cpu: which base the stages below start from.
+ARG VARIANT=cuda
+
+# ---- the variants' bases ----------------------------------------------------------------------
+# RINGD_IMAGE_CUDA: the build's -DRINGD_WITH_CUDA (ON, not AUTO, so that a missing CUDA fails the
+# cuda build instead of silently producing an image without it).
+FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04 AS build-cuda
+ENV RINGD_IMAGE_CUDA=ON
+FROM ubuntu:22.04 AS build-cpu
+ENV RINGD_IMAGE_CUDA=OFF
+FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04 AS runtime-cuda
+FROM ubuntu:22.04 AS runtime-cpu
 
 # ---- build ------------------------------------------------------------------------------------
-FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04 AS build
+# hadolint ignore=DL3006
+FROM build-${VARIANT} AS build
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
@@ -29,16 +46,18 @@ COPY scripts/install_deps.sh scripts/install_deps.sh
 RUN scripts/install_deps.sh
 
 COPY . .
-# The ringd binary only: no tests, no benchmarks. CUDA, MPI and verbs are ON, not AUTO, so that a
-# missing one fails the build instead of silently producing an image without it.
+# The ringd binary only: no tests, no benchmarks. MPI and verbs are ON, not AUTO, so that a
+# missing one fails the build instead of silently producing an image without it; CUDA is the
+# variant's.
 RUN RINGD_BUILD_DIR=build-image RINGD_BUILD_TARGETS=ringd scripts/build.sh \
-      -DRINGD_WITH_CUDA=ON -DRINGD_WITH_MPI=ON -DRINGD_WITH_IBVERBS=ON \
+      -DRINGD_WITH_CUDA="${RINGD_IMAGE_CUDA}" -DRINGD_WITH_MPI=ON -DRINGD_WITH_IBVERBS=ON \
       -DRINGD_BUILD_TESTS=OFF -DRINGD_BUILD_BENCH=OFF \
       -DCMAKE_CUDA_ARCHITECTURES="80;90" \
  && scripts/runtime_packages.sh build-image/bin/ringd > build-image/runtime-packages.txt
 
 # ---- runtime ----------------------------------------------------------------------------------
-FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04 AS runtime
+# hadolint ignore=DL3006
+FROM runtime-${VARIANT} AS runtime
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # apt-get must never ask (a build has no terminal); ARG, not ENV, so it stays out of the image.

@@ -5,7 +5,9 @@ No Docker engine exists here, so the image is never built; this checks, from the
   - the build stage installs dependencies only through scripts/install_deps.sh, called as
     scripts/test.sh calls it, and builds only through scripts/build.sh, with -D options the project
     defines and, where scripts/test.sh's CUDA build sets the same option, the same value;
-  - both stages use one pinned CUDA version (devel, then runtime, Ubuntu 22.04);
+  - the two variants (ARG VARIANT=cuda|cpu): the build and runtime stages start from the variant's
+    base, the cuda ones from one pinned CUDA version (devel, then runtime, Ubuntu 22.04), the cpu
+    ones from the same Ubuntu; the cuda variant builds with -DRINGD_WITH_CUDA=ON, the cpu one OFF;
   - the runtime stage takes the binary from where CMake puts it (checked against a real build when
     given), installs the list scripts/runtime_packages.sh made from it, runs as the non-root uid
     that k8s/base/statefulset.yaml runs as, and starts `ringd agent`;
@@ -121,17 +123,41 @@ def dockerignore_excludes(patterns, path):
 def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     preamble, found = stages(instructions(dockerfile))
 
-    # ---- base images: one pinned CUDA version, devel then runtime ----
+    # ---- the variants' bases: one pinned CUDA version (devel, then runtime), or plain Ubuntu ----
     args = dict(a[2].split("=", 1) for a in preamble if a[1] == "ARG" and "=" in a[2])
     cuda = args.get("CUDA_VERSION", "")
     check(re.fullmatch(r"\d+\.\d+\.\d+", cuda),
           f"Dockerfile: ARG CUDA_VERSION={cuda!r} before the first FROM must pin X.Y.Z")
-    check(len(found) == 2, f"Dockerfile: {len(found)} stages, expected build and runtime")
-    (build_from, build_steps), (runtime_from, runtime_steps) = found
-    check(build_from == "nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04 AS build",
-          f"Dockerfile: build stage is FROM {build_from}")
-    check(runtime_from == "nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04 AS runtime",
-          f"Dockerfile: runtime stage is FROM {runtime_from}")
+    check(args.get("VARIANT") == "cuda",
+          f"Dockerfile: ARG VARIANT={args.get('VARIANT')!r} before the first FROM: the default "
+          "must be cuda (the image scripts/test.sh's CUDA build corresponds to)")
+    by_name = {}
+    for source, steps in found:
+        image, _, name = source.partition(" AS ")
+        by_name[name.strip()] = (image.strip(), steps)
+    expected_bases = {
+        "build-cuda": "nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04",
+        "runtime-cuda": "nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04",
+        "build-cpu": "ubuntu:22.04",
+        "runtime-cpu": "ubuntu:22.04",
+        "build": "build-${VARIANT}",
+        "runtime": "runtime-${VARIANT}",
+    }
+    check(sorted(by_name) == sorted(expected_bases),
+          f"Dockerfile: stages {sorted(by_name)}, expected {sorted(expected_bases)}")
+    for name, image in expected_bases.items():
+        check(by_name[name][0] == image,
+              f"Dockerfile: {name.split('-')[0]} stage {name} is FROM {by_name[name][0]}, expected "
+              f"{image}")
+    build_steps = by_name["build"][1]
+    runtime_steps = by_name["runtime"][1]
+    variant_cuda = {}
+    for variant in ("cuda", "cpu"):
+        envs = dict(a[2].split("=", 1) for a in by_name[f"build-{variant}"][1]
+                    if a[1] == "ENV" and "=" in a[2])
+        variant_cuda[variant] = envs.get("RINGD_IMAGE_CUDA")
+    check(variant_cuda == {"cuda": "ON", "cpu": "OFF"},
+          f"Dockerfile: RINGD_IMAGE_CUDA per variant is {variant_cuda}, expected cuda ON, cpu OFF")
 
     # ---- build stage: only the README's scripts ----
     runs = [(n, shell_commands(a)) for n, i, a in build_steps if i == "RUN"]
@@ -156,7 +182,9 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     build_env = env.get("RINGD_BUILD_DIR", "build")
     check("ringd" in env.get("RINGD_BUILD_TARGETS", "ringd").split(),
           f"Dockerfile:{line}: RINGD_BUILD_TARGETS does not include ringd")
-    options = defines(words[1:])
+    # The cuda variant's options (the image scripts/test.sh's CUDA build corresponds to).
+    options = {name: value.replace("${RINGD_IMAGE_CUDA}", variant_cuda["cuda"])
+               for name, value in defines(words[1:]).items()}
     known = cache_variables(repo)
     for name, value in options.items():
         check(name in known or name.startswith("CMAKE_"),
@@ -244,7 +272,11 @@ MUTANTS = [
     ("Dockerfile", "USER 10001:10001", "USER 1000:1000", "runs as another uid"),
     ("Dockerfile", "USER 10001:10001", "", "no USER"),
     ("Dockerfile", '["ringd", "agent"]', '["ringd"]', "ENTRYPOINT"),
-    ("Dockerfile", "-runtime-ubuntu22.04", "-runtime-ubuntu24.04", "runtime stage is FROM"),
+    ("Dockerfile", "-runtime-ubuntu22.04", "-runtime-ubuntu24.04", "runtime stage runtime-cuda"),
+    ("Dockerfile", "FROM ubuntu:22.04 AS runtime-cpu", "FROM ubuntu:24.04 AS runtime-cpu",
+     "runtime stage runtime-cpu"),
+    ("Dockerfile", "ENV RINGD_IMAGE_CUDA=OFF", "ENV RINGD_IMAGE_CUDA=ON", "cpu OFF"),
+    ("Dockerfile", "ARG VARIANT=cuda", "ARG VARIANT=cpu", "default must be cuda"),
     ("Dockerfile", "ARG CUDA_VERSION=13.0.0", "ARG CUDA_VERSION=latest", "must pin"),
     ("Dockerfile", "/src/build-image/bin/ringd", "/src/build-image/ringd", "COPY"),
     (".dockerignore", "build*/", "build*/\nsrc/", "keeps src/"),
