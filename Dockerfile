@@ -23,12 +23,12 @@ ARG CUDA_VERSION=13.0.0
 ARG VARIANT=cuda
 
 # ---- the variants' bases ----------------------------------------------------------------------
-# RINGD_IMAGE_CUDA: the build's -DRINGD_WITH_CUDA (ON, not AUTO, so that a missing CUDA fails the
+# IMAGE_WITH_CUDA: the build's -DRINGD_WITH_CUDA (ON, not AUTO, so that a missing CUDA fails the
 # cuda build instead of silently producing an image without it).
 FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04 AS build-cuda
-ENV RINGD_IMAGE_CUDA=ON
+ENV IMAGE_WITH_CUDA=ON
 FROM ubuntu:22.04 AS build-cpu
-ENV RINGD_IMAGE_CUDA=OFF
+ENV IMAGE_WITH_CUDA=OFF
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04 AS runtime-cuda
 FROM ubuntu:22.04 AS runtime-cpu
 
@@ -50,7 +50,7 @@ COPY . .
 # missing one fails the build instead of silently producing an image without it; CUDA is the
 # variant's.
 RUN RINGD_BUILD_DIR=build-image RINGD_BUILD_TARGETS=ringd scripts/build.sh \
-      -DRINGD_WITH_CUDA="${RINGD_IMAGE_CUDA}" -DRINGD_WITH_MPI=ON -DRINGD_WITH_IBVERBS=ON \
+      -DRINGD_WITH_CUDA="${IMAGE_WITH_CUDA}" -DRINGD_WITH_MPI=ON -DRINGD_WITH_IBVERBS=ON \
       -DRINGD_BUILD_TESTS=OFF -DRINGD_BUILD_BENCH=OFF \
       -DCMAKE_CUDA_ARCHITECTURES="80;90" \
  && scripts/runtime_packages.sh build-image/bin/ringd > build-image/runtime-packages.txt

@@ -31,7 +31,8 @@ forwarding SIGTERM/SIGINT; (5) on success write the marker.
 Restarts (--max-restarts N): when mpirun fails (a pod lost, a rank killed), launch waits
 --restart-delay, then for every pod again (--wait-timeout), and runs the command again; a
 `ringd train` command with --checkpoint-dir gets --resume, so it continues from the newest intact
-checkpoint. The starts are counted in MARKER.attempts, so that a restarted pod 0 keeps the count.
+checkpoint. A restart whose pods do not come back within --wait-timeout counts as a failed start.
+The starts are counted in MARKER.attempts, so that a restarted pod 0 keeps the count.
 
 Exit codes: 0 done (or already done), 1 mpirun failed (after the restarts), 2 bad command line or
 identity, 3 peers not ready in time, 4 marker/hostfile path not writable, 5 mpirun not found,
@@ -346,6 +347,30 @@ int run_launch_command(int argc, const char* const* argv) {
                    attempts, flags.max_restarts);
     }
     const int ready = wait_and_write_hostfile(flags, job);
+    if (ready == kLaunchPeersNotReady && attempts > 0) {
+      // Pods that did not come back within --wait-timeout (a lost node's pod can take minutes to
+      // be replaced) count as one more failed start; launch waits again while the budget lasts.
+      ++attempts;
+      if (!attempts_file.empty()) {
+        try {
+          write_attempts(attempts_file, attempts);
+        } catch (const std::exception& error) {
+          print_pod_error("launch", error);
+          return kLaunchPathUnusable;
+        }
+      }
+      if (attempts > flags.max_restarts) {
+        std::fprintf(stderr,
+                     "ringd launch: error: giving up: the pods above did not come back, "
+                     "--max-restarts %d spent\n",
+                     flags.max_restarts);
+        return kLaunchPeersNotReady;
+      }
+      std::fprintf(stderr,
+                   "ringd launch: the pods did not come back in time; that counts as a "
+                   "failed start\n");
+      continue;
+    }
     if (ready != kLaunchOk) return ready;
 
     plan.command = attempts > 0 ? resumed : command;

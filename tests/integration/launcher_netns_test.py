@@ -132,10 +132,10 @@ class Cluster:
         check(done.returncode == 0, f"GET {path} from {dns(i)} failed: {done.stderr}")
         return done.stdout
 
-    def launch(self, args, timeout, background=False):
+    def launch(self, args, timeout, background=False, wait_timeout=20):
         command = self.in_pod(0, [self.ringd, "launch", "--hostfile",
                                   os.path.join(self.work, "hostfile"), "--iface", "eth0",
-                                  "--oversubscribed", "--wait-timeout", "20", *args])
+                                  "--oversubscribed", "--wait-timeout", str(wait_timeout), *args])
         env = self.pod_env(0)
         if background:
             out = open(os.path.join(self.work, "launch-bg.log"), "w+")

@@ -10,7 +10,8 @@ network namespaces as pods, each running `ringd agent`, pod 0 running launch):
        b. pod 3's node is lost (SIGKILL to every process in its namespace; started again later);
      after each, launch waits for the pods and runs the command again with --resume. The job must
      finish (exit 0, marker written) within a bound, with parameters bitwise those of step 1;
-  3. a pod that never comes back: launch gives up after --wait-timeout, exit 3, naming it;
+  3. a pod that never comes back: each --wait-timeout without it counts as a failed start, and
+     once --max-restarts is spent launch exits 3 naming it;
   4. a count of starts left by earlier launches (pod 0 restarted) that spends the budget: exit 6;
   5. the Job form (k8s/components/indexed-job): agents named as an Indexed Job's pods
      (ringd-<i>-<random>, JOB_COMPLETION_INDEX=i); pod 0's agent, given --exit-with-launch, exits
@@ -98,6 +99,20 @@ def launch_log(log):
     return log.read()
 
 
+def wait_for_launch(process, log, seconds, what):
+    """launch's exit code and output once it ended within `seconds`; killed (and a failure
+    naming `what`) otherwise."""
+    try:
+        code = process.wait(timeout=max(1, seconds))
+    except subprocess.TimeoutExpired:
+        raise harness.Failure(f"{what} within {seconds:.0f} s:\n{launch_log(log)}")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return code, launch_log(log)
+
+
 def test(ringd, args):
     if os.geteuid() != 0:
         netns.skip("not root: network namespaces need root")
@@ -154,7 +169,8 @@ def run_scenarios(ringd, work):
         cluster.start_agent(2)
         # b. Pod 3's node lost once the restarted run has written a later checkpoint.
         def restarts_seen(count):
-            return len(re.findall(r"^ringd launch: restart \d+ of 3", launch_log(log), re.M)) >= count
+            restarts = re.findall(r"^ringd launch: restart \d+ of 3", launch_log(log), re.M)
+            return len(restarts) >= count
         deadline = time.monotonic() + 60
         while not restarts_seen(1) and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.1)
@@ -166,13 +182,9 @@ def run_scenarios(ringd, work):
         lose_pod(3)
         time.sleep(2.0)
         cluster.start_agent(3)
-        try:
-            code = process.wait(timeout=max(1, JOB_BOUND_S - (time.monotonic() - started)))
-        except subprocess.TimeoutExpired:
-            raise harness.Failure(f"the job did not finish within {JOB_BOUND_S} s:\n"
-                                  f"{launch_log(log)}")
+        code, text = wait_for_launch(process, log, JOB_BOUND_S - (time.monotonic() - started),
+                                     "the job did not finish")
         seconds = time.monotonic() - started
-        text = launch_log(log)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -204,32 +216,28 @@ def run_scenarios(ringd, work):
           f"{resumed['start_step']}; finished in {seconds:.1f} s with bitwise the uninterrupted "
           f"run's parameters", flush=True)
 
-    # 3. A pod that never comes back: launch names it after --wait-timeout (20 s here).
+    # 3. A pod that never comes back: two waits of 6 s (--max-restarts 2), then launch names it.
     job = train_job(ringd, work, data, "lost", ["--throttle-ms", "20"])
     process, log = cluster.launch(["--marker", os.path.join(work, "lost.done"), "--max-restarts",
-                                   "3", "--restart-delay", "0.5", "--sigkill-timeout", "2", "--",
-                                   *job], timeout=0, background=True)
+                                   "2", "--restart-delay", "0.5", "--sigkill-timeout", "2", "--",
+                                   *job], timeout=0, background=True, wait_timeout=6)
     try:
         wait_for_checkpoint(work, "lost", 20, process, log)
         lost_at = time.monotonic()
         lose_pod(1)
-        try:
-            code = process.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            raise harness.Failure(f"launch still waiting 90 s after pod 1 was lost for good:\n"
-                                  f"{launch_log(log)}")
+        code, text = wait_for_launch(process, log, 90,
+                                     "launch still waiting after pod 1 was lost for good")
         seconds = time.monotonic() - lost_at
-        text = launch_log(log)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
         log.close()
     check(code == 3, f"launch exit {code} with a pod gone for good (expected 3):\n{text}")
     check(re.search(r"1 of 4 pods not ready after", text) and netns.dns(1) in text,
           f"launch did not name {netns.dns(1)}:\n{text}")
-    print(f"ok   pod 1 never came back: launch exit 3 after {seconds:.1f} s naming "
-          f"{netns.dns(1)}", flush=True)
+    check(text.count("1 of 4 pods not ready after") == 2 and
+          "giving up: the pods above did not come back, --max-restarts 2 spent" in text,
+          f"launch did not wait once per restart before giving up:\n{text}")
+    print(f"ok   pod 1 never came back: two waits of 6 s, then launch exit 3 after "
+          f"{seconds:.1f} s naming {netns.dns(1)}", flush=True)
 
     # 4. Earlier launches (pod 0 restarting) spent the budget: refused at once, exit 6.
     cluster.start_agent(1)

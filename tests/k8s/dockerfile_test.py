@@ -155,9 +155,9 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     for variant in ("cuda", "cpu"):
         envs = dict(a[2].split("=", 1) for a in by_name[f"build-{variant}"][1]
                     if a[1] == "ENV" and "=" in a[2])
-        variant_cuda[variant] = envs.get("RINGD_IMAGE_CUDA")
+        variant_cuda[variant] = envs.get("IMAGE_WITH_CUDA")
     check(variant_cuda == {"cuda": "ON", "cpu": "OFF"},
-          f"Dockerfile: RINGD_IMAGE_CUDA per variant is {variant_cuda}, expected cuda ON, cpu OFF")
+          f"Dockerfile: IMAGE_WITH_CUDA per variant is {variant_cuda}, expected cuda ON, cpu OFF")
 
     # ---- build stage: only the README's scripts ----
     runs = [(n, shell_commands(a)) for n, i, a in build_steps if i == "RUN"]
@@ -183,7 +183,7 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     check("ringd" in env.get("RINGD_BUILD_TARGETS", "ringd").split(),
           f"Dockerfile:{line}: RINGD_BUILD_TARGETS does not include ringd")
     # The cuda variant's options (the image scripts/test.sh's CUDA build corresponds to).
-    options = {name: value.replace("${RINGD_IMAGE_CUDA}", variant_cuda["cuda"])
+    options = {name: value.replace("${IMAGE_WITH_CUDA}", variant_cuda["cuda"])
                for name, value in defines(words[1:]).items()}
     known = cache_variables(repo)
     for name, value in options.items():
@@ -275,7 +275,7 @@ MUTANTS = [
     ("Dockerfile", "-runtime-ubuntu22.04", "-runtime-ubuntu24.04", "runtime stage runtime-cuda"),
     ("Dockerfile", "FROM ubuntu:22.04 AS runtime-cpu", "FROM ubuntu:24.04 AS runtime-cpu",
      "runtime stage runtime-cpu"),
-    ("Dockerfile", "ENV RINGD_IMAGE_CUDA=OFF", "ENV RINGD_IMAGE_CUDA=ON", "cpu OFF"),
+    ("Dockerfile", "ENV IMAGE_WITH_CUDA=OFF", "ENV IMAGE_WITH_CUDA=ON", "cpu OFF"),
     ("Dockerfile", "ARG VARIANT=cuda", "ARG VARIANT=cpu", "default must be cuda"),
     ("Dockerfile", "ARG CUDA_VERSION=13.0.0", "ARG CUDA_VERSION=latest", "must pin"),
     ("Dockerfile", "/src/build-image/bin/ringd", "/src/build-image/ringd", "COPY"),

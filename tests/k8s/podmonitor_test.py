@@ -27,7 +27,8 @@ def main():
     with open(os.path.join(repo, "k8s", "base", "statefulset.yaml")) as f:
         workload = yaml.safe_load(f)
     problems = []
-    if monitor.get("kind") != "PodMonitor" or monitor.get("apiVersion") != "monitoring.coreos.com/v1":
+    if (monitor.get("kind"), monitor.get("apiVersion")) != ("PodMonitor",
+                                                          "monitoring.coreos.com/v1"):
         problems.append(f"not a monitoring.coreos.com/v1 PodMonitor: {monitor.get('kind')}")
     pod = workload["spec"]["template"]
     labels = pod["metadata"]["labels"]
