@@ -333,6 +333,19 @@ int run_launch_command(int argc, const char* const* argv) {
   plan.forward_env = forwarded_variables(current_environment());
   plan.sigkill_timeout_s = flags.sigkill_timeout_s;
 
+  // Counts one more start (in the attempts file too); false when that file cannot be written.
+  const auto count_start = [&attempts, &attempts_file] {
+    ++attempts;
+    if (attempts_file.empty()) return true;
+    try {
+      write_attempts(attempts_file, attempts);
+    } catch (const std::exception& error) {
+      print_pod_error("launch", error);
+      return false;
+    }
+    return true;
+  };
+
   while (true) {
     if (attempts > flags.max_restarts) {
       std::fprintf(stderr,
@@ -350,15 +363,7 @@ int run_launch_command(int argc, const char* const* argv) {
     if (ready == kLaunchPeersNotReady && attempts > 0) {
       // Pods that did not come back within --wait-timeout (a lost node's pod can take minutes to
       // be replaced) count as one more failed start; launch waits again while the budget lasts.
-      ++attempts;
-      if (!attempts_file.empty()) {
-        try {
-          write_attempts(attempts_file, attempts);
-        } catch (const std::exception& error) {
-          print_pod_error("launch", error);
-          return kLaunchPathUnusable;
-        }
-      }
+      if (!count_start()) return kLaunchPathUnusable;
       if (attempts > flags.max_restarts) {
         std::fprintf(stderr,
                      "ringd launch: error: giving up: the pods above did not come back, "
@@ -374,15 +379,7 @@ int run_launch_command(int argc, const char* const* argv) {
     if (ready != kLaunchOk) return ready;
 
     plan.command = attempts > 0 ? resumed : command;
-    if (!attempts_file.empty()) {
-      try {
-        write_attempts(attempts_file, attempts + 1);
-      } catch (const std::exception& error) {
-        print_pod_error("launch", error);
-        return kLaunchPathUnusable;
-      }
-    }
-    ++attempts;
+    if (!count_start()) return kLaunchPathUnusable;
     const std::vector<std::string> argv_mpirun = mpirun_argv(plan);
     std::string shown;
     for (const std::string& word : argv_mpirun) shown += (shown.empty() ? "" : " ") + word;
