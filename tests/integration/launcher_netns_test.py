@@ -14,7 +14,10 @@ cluster.local), each running `ringd agent`. In "pod 0":
      the bound with a message naming ringd-2;
   4. `ringd hostfile` then gives up after its --wait-timeout, listing ringd-2 (exit 3);
   5. as in the manifests, pod 0's agent runs launch from the words after its "--" and keeps serving,
-     with launch's exit code in its /metrics.
+     with launch's exit code in its /metrics;
+  6. a PyTorch job, as k8s/overlays/pytorch runs one: `ringd launch -- python -c ...` where every
+     rank opens the job with ringd.torch (RINGD_TRANSPORT=tcp, RINGD_IFACE=eth0, forwarded by
+     launch) and allreduces its rank + 1 (skipped when the Python package was not built).
 
 Needs root, `ip netns` and mpirun; skips (exit 77) saying which is missing. Every namespace, the
 bridge, the hosts files and every process are removed on any exit.
@@ -132,11 +135,11 @@ class Cluster:
         check(done.returncode == 0, f"GET {path} from {dns(i)} failed: {done.stderr}")
         return done.stdout
 
-    def launch(self, args, timeout, background=False, wait_timeout=20):
+    def launch(self, args, timeout, background=False, wait_timeout=20, env=None):
         command = self.in_pod(0, [self.ringd, "launch", "--hostfile",
                                   os.path.join(self.work, "hostfile"), "--iface", "eth0",
                                   "--oversubscribed", "--wait-timeout", str(wait_timeout), *args])
-        env = self.pod_env(0)
+        env = self.pod_env(0, **(env or {}))
         if background:
             out = open(os.path.join(self.work, "launch-bg.log"), "w+")
             return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
@@ -323,6 +326,41 @@ def run_scenarios(cluster, ringd, work):
           f"agent 0 after its launch:\n{log}")
     check(cluster.http_get(0, "/healthz") == "ok\n", "agent 0 stopped serving after launch")
     print("ok   pod 0's agent ran launch from its own arguments and serves on (exit code 0)")
+
+    pytorch_job(cluster, ringd)
+
+
+PYTORCH_RANK = """
+import sys
+sys.path.insert(0, {package!r})
+import torch
+import ringd.torch as hvd
+hvd.init()
+value = torch.tensor([float(hvd.rank() + 1)])
+hvd.allreduce_(value, op=hvd.Sum)
+print(f"rank {{hvd.rank()}} of {{hvd.size()}} over {{hvd.local_size()}} local: sum {{value.item():.0f}}",
+      flush=True)
+hvd.shutdown()
+"""
+
+
+def pytorch_job(cluster, ringd):
+    """6. `ringd launch -- python ...` with ringd.torch on every pod (k8s/overlays/pytorch)."""
+    python = os.path.join(REPO, "build-tools", "python-venv", "bin", "python")
+    package = os.path.join(os.path.dirname(os.path.dirname(ringd)), "python")
+    if not (os.access(python, os.X_OK) and os.path.isdir(os.path.join(package, "ringd"))):
+        print(f"skip a PyTorch job through launch: no {python} or no {package}/ringd (the Python "
+              "package is built by scripts/test.sh unless RINGD_SKIP_PYTHON=1)", flush=True)
+        return
+    code, out, err, seconds = cluster.launch(
+        ["--no-marker", "--", python, "-c", PYTORCH_RANK.format(package=package)], timeout=180,
+        env={"RINGD_TRANSPORT": "tcp", "RINGD_IFACE": "eth0"})
+    check(code == 0, f"PyTorch job through launch: exit {code}\nstdout:\n{out}\nstderr:\n{err}")
+    lines = sorted(re.findall(r"^rank \d of 4 over 1 local: sum 10$", out, re.M))
+    check(lines == [f"rank {i} of 4 over 1 local: sum 10" for i in range(PODS)],
+          f"every rank must print the sum 1+2+3+4:\n{out}\n{err}")
+    print(f"ok   a PyTorch job (ringd.torch over tcp on eth0) through launch on {PODS} pods in "
+          f"{seconds:.1f} s: every rank allreduced to 10", flush=True)
 
 
 if __name__ == "__main__":
