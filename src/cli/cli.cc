@@ -195,8 +195,8 @@ AllreduceAlgorithm algorithm_from_name(const std::string& name) {
 
 // The commands `ringd --help` lists, for "did you mean" on a misspelt one.
 const std::vector<std::string>& command_names() {
-  static const std::vector<std::string> names = {"bench", "train",  "ps",      "agent",
-                                                 "exec",  "launch", "hostfile"};
+  static const std::vector<std::string> names = {"bench", "train",  "ps",     "agent",
+                                                 "exec",  "launch", "status", "hostfile"};
   return names;
 }
 
@@ -280,6 +280,7 @@ bool parse_command_line(int argc, const char* const* argv, CommandLine* command,
   app.add_subcommand("exec", "run a command on another pod's agent (Open MPI's rsh agent)");
   app.add_subcommand("hostfile", "wait for every pod's agent, then write mpirun's hostfile");
   app.add_subcommand("launch", "pod 0: wait for the pods, run mpirun through their agents");
+  app.add_subcommand("status", "pod 0: how `ringd launch` ended, or wait until it has");
 
   runners::BenchConfig& config = command->bench;
   BenchFlagText text;

@@ -209,99 +209,9 @@ int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
   return mpirun->exit_code();
 }
 
-}  // namespace
-
-int run_hostfile_command(int argc, const char* const* argv) {
-  std::vector<std::string> words;
-  std::vector<std::string> rest;
-  split_at_double_dash(argc - 1, argv + 1, &words, &rest);
-  words[0] = "ringd hostfile";
-  LaunchFlags flags;
-  CLI::App app{"ringd hostfile: wait for every pod's agent, then write mpirun's hostfile",
-               "ringd hostfile"};
-  add_hostfile_options(&app, &flags);
-  const int parsed = parse_words(&app, words);
-  if (parsed >= 0) return parsed;
-  Job job;
-  try {
-    job = resolve_job(&flags);
-  } catch (const std::exception& error) {
-    print_pod_error("hostfile", error);
-    return kLaunchUsage;
-  }
-  const int code = wait_and_write_hostfile(flags, job);
-  if (code == kLaunchOk) std::printf("%s\n", flags.hostfile.c_str());
-  return code;
-}
-
-int run_launch_command(int argc, const char* const* argv) {
-  std::vector<std::string> words;
-  std::vector<std::string> command;
-  split_at_double_dash(argc - 1, argv + 1, &words, &command);
-  words[0] = "ringd launch";
-  LaunchFlags flags;
-  CLI::App app{"ringd launch: run the job from pod 0 with mpirun through the pods' agents",
-               "ringd launch"};
-  app.footer(kLaunchFooter);
-  add_hostfile_options(&app, &flags);
-  app.add_option("--marker", flags.marker,
-                 "completion marker, on a volume that survives a restart (default "
-                 "/var/lib/ringd/launch.done)");
-  app.add_flag("--no-marker", flags.no_marker, "no completion marker: train on every start");
-  app.add_option("--iface", flags.interface,
-                 "network interface for MPI's TCP traffic and Open MPI's out-of-band channel "
-                 "(default RINGD_IFACE; unset: Open MPI chooses)");
-  app.add_flag("--oversubscribed", flags.oversubscribed,
-               "ranks outnumber cores: --mca mpi_yield_when_idle 1 --oversubscribe (automatic "
-               "when --slots exceeds this pod's CPUs)");
-  app.add_option("--mpirun", flags.mpirun, "the mpirun to run (default: mpirun from PATH)");
-  app.add_option("--mpirun-arg", flags.mpirun_args, "one more mpirun argument; repeatable")
-      ->allow_extra_args(false);
-  app.add_option("--max-restarts", flags.max_restarts,
-                 "run the command again up to N times after it failed (default 0); a ringd train "
-                 "command with --checkpoint-dir resumes from its newest checkpoint")
-      ->check(CLI::Range(0, 1000));
-  app.add_option("--restart-delay", flags.restart_delay_s,
-                 "seconds between a failure and waiting for the pods again (default 5)")
-      ->check(cli::finite_range(0, kMaxSeconds));
-  app.add_option(
-         "--sigkill-timeout", flags.sigkill_timeout_s,
-         "seconds Open MPI gives a rank between SIGTERM and SIGKILL when the job ends early "
-         "(odls_base_sigkill_timeout; default 3: time for ringd train to finish its step "
-         "and write a checkpoint; 0: Open MPI's 1 s). A failed job takes about 2-4 times "
-         "this to wind down")
-      ->check(CLI::Range(0, 3600));
-  const int parsed = parse_words(&app, words);
-  if (parsed >= 0) return parsed;
-  if (command.empty()) {
-    std::fprintf(stderr, "ringd launch: error: no command: ringd launch [OPTIONS] -- COMMAND...\n");
-    return kLaunchUsage;
-  }
-  Job job;
-  try {
-    job = resolve_job(&flags);
-  } catch (const std::exception& error) {
-    print_pod_error("launch", error);
-    return kLaunchUsage;
-  }
-
-  if (!flags.no_marker) {
-    std::string record;
-    if (read_marker(flags.marker, &record)) {
-      std::printf(
-          "ringd launch: the job already finished (%s says %s); not training again. "
-          "Delete the marker to run it again.\n",
-          flags.marker.c_str(),
-          record.empty() ? "nothing" : record.substr(0, record.find('\n')).c_str());
-      return kLaunchOk;
-    }
-    try {
-      check_marker_writable(flags.marker);
-    } catch (const std::exception& error) {
-      print_pod_error("launch", error);
-      return kLaunchPathUnusable;
-    }
-  }
+// Steps 2-5 of the footer, with the restarts; returns launch's exit code.
+int run_job(const LaunchFlags& flags, const Job& job, const std::vector<std::string>& command) {
+  if (!flags.no_marker) remove_failure(flags.marker);  // an earlier launch's verdict
   // Starts of this job's command so far, by this launch and by earlier ones (pod 0 restarted).
   const std::string attempts_file = flags.no_marker ? "" : attempts_path(flags.marker);
   int attempts = 0;
@@ -436,6 +346,167 @@ int run_launch_command(int argc, const char* const* argv) {
     }
   }
   return kLaunchOk;
+}
+
+}  // namespace
+
+int run_hostfile_command(int argc, const char* const* argv) {
+  std::vector<std::string> words;
+  std::vector<std::string> rest;
+  split_at_double_dash(argc - 1, argv + 1, &words, &rest);
+  words[0] = "ringd hostfile";
+  LaunchFlags flags;
+  CLI::App app{"ringd hostfile: wait for every pod's agent, then write mpirun's hostfile",
+               "ringd hostfile"};
+  add_hostfile_options(&app, &flags);
+  const int parsed = parse_words(&app, words);
+  if (parsed >= 0) return parsed;
+  Job job;
+  try {
+    job = resolve_job(&flags);
+  } catch (const std::exception& error) {
+    print_pod_error("hostfile", error);
+    return kLaunchUsage;
+  }
+  const int code = wait_and_write_hostfile(flags, job);
+  if (code == kLaunchOk) std::printf("%s\n", flags.hostfile.c_str());
+  return code;
+}
+
+int run_launch_command(int argc, const char* const* argv) {
+  std::vector<std::string> words;
+  std::vector<std::string> command;
+  split_at_double_dash(argc - 1, argv + 1, &words, &command);
+  words[0] = "ringd launch";
+  LaunchFlags flags;
+  CLI::App app{"ringd launch: run the job from pod 0 with mpirun through the pods' agents",
+               "ringd launch"};
+  app.footer(kLaunchFooter);
+  add_hostfile_options(&app, &flags);
+  app.add_option("--marker", flags.marker,
+                 "completion marker, on a volume that survives a restart (default "
+                 "/var/lib/ringd/launch.done)");
+  app.add_flag("--no-marker", flags.no_marker, "no completion marker: train on every start");
+  app.add_option("--iface", flags.interface,
+                 "network interface for MPI's TCP traffic and Open MPI's out-of-band channel "
+                 "(default RINGD_IFACE; unset: Open MPI chooses)");
+  app.add_flag("--oversubscribed", flags.oversubscribed,
+               "ranks outnumber cores: --mca mpi_yield_when_idle 1 --oversubscribe (automatic "
+               "when --slots exceeds this pod's CPUs)");
+  app.add_option("--mpirun", flags.mpirun, "the mpirun to run (default: mpirun from PATH)");
+  app.add_option("--mpirun-arg", flags.mpirun_args, "one more mpirun argument; repeatable")
+      ->allow_extra_args(false);
+  app.add_option("--max-restarts", flags.max_restarts,
+                 "run the command again up to N times after it failed (default 0); a ringd train "
+                 "command with --checkpoint-dir resumes from its newest checkpoint")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--restart-delay", flags.restart_delay_s,
+                 "seconds between a failure and waiting for the pods again (default 5)")
+      ->check(cli::finite_range(0, kMaxSeconds));
+  app.add_option(
+         "--sigkill-timeout", flags.sigkill_timeout_s,
+         "seconds Open MPI gives a rank between SIGTERM and SIGKILL when the job ends early "
+         "(odls_base_sigkill_timeout; default 3: time for ringd train to finish its step "
+         "and write a checkpoint; 0: Open MPI's 1 s). A failed job takes about 2-4 times "
+         "this to wind down")
+      ->check(CLI::Range(0, 3600));
+  const int parsed = parse_words(&app, words);
+  if (parsed >= 0) return parsed;
+  if (command.empty()) {
+    std::fprintf(stderr, "ringd launch: error: no command: ringd launch [OPTIONS] -- COMMAND...\n");
+    return kLaunchUsage;
+  }
+  Job job;
+  try {
+    job = resolve_job(&flags);
+  } catch (const std::exception& error) {
+    print_pod_error("launch", error);
+    return kLaunchUsage;
+  }
+
+  if (!flags.no_marker) {
+    std::string record;
+    if (read_marker(flags.marker, &record)) {
+      std::printf(
+          "ringd launch: the job already finished (%s says %s); not training again. "
+          "Delete the marker to run it again.\n",
+          flags.marker.c_str(),
+          record.empty() ? "nothing" : record.substr(0, record.find('\n')).c_str());
+      return kLaunchOk;
+    }
+    try {
+      check_marker_writable(flags.marker);
+    } catch (const std::exception& error) {
+      print_pod_error("launch", error);
+      return kLaunchPathUnusable;
+    }
+  }
+  const int code = run_job(flags, job, command);
+  if (!flags.no_marker && code != kLaunchOk && code < 128) {
+    // Launch's own verdict, for `ringd status` (a signal ends launch with nothing to record).
+    try {
+      write_failure(flags.marker, failure_record(code, command, job.pod.replicas, flags.slots));
+    } catch (const std::exception& error) {
+      print_pod_error("launch", error);
+    }
+  }
+  return code;
+}
+
+constexpr const char* kStatusFooter = R"(
+How pod 0's `ringd launch` ended, read from the job volume: the completion marker means it
+trained (exit 0); the failure record MARKER.failed means it gave up (exit: launch's own code, 1,
+3, 5 or 6); neither means the job still runs or never started (exit 7). --wait waits (checking
+once a second) until one of them exists, bounded by --timeout. The StatefulSet form's pods never
+end, so this is its one command that waits for the job and says how it ended:
+
+  kubectl exec -n ringd ringd-0 -- ringd status --wait
+
+See docs/launcher.md.
+)";
+
+int run_status_command(int argc, const char* const* argv) {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  words[0] = "ringd status";
+  std::string marker = "/var/lib/ringd/launch.done";
+  bool wait = false;
+  double timeout_s = 0;
+  CLI::App app{"ringd status: how pod 0's ringd launch ended (or wait until it has)",
+               "ringd status"};
+  app.footer(kStatusFooter);
+  app.add_option("--marker", marker,
+                 "launch's completion marker (default /var/lib/ringd/launch.done); the failure "
+                 "record is MARKER.failed");
+  app.add_flag("--wait", wait, "wait until launch has ended");
+  app.add_option("--timeout", timeout_s, "with --wait: give up after this many seconds (0: never)")
+      ->check(cli::finite_range(0, kMaxSeconds));
+  const int parsed = parse_words(&app, words);
+  if (parsed >= 0) return parsed;
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    std::string record;
+    if (read_marker(marker, &record)) {
+      std::printf("done: %s", record.c_str());
+      return kLaunchOk;
+    }
+    if (read_marker(failure_path(marker), &record)) {
+      const int code = record_exit_code(record);
+      std::printf("failed (launch exit %d): %s", code, record.c_str());
+      return code > 0 ? code : kLaunchTrainingFailed;
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!wait || (timeout_s > 0 && waited >= timeout_s)) {
+      std::printf("not finished%s: neither %s nor %s exists (the job runs, or never started)\n",
+                  wait ? (" after " + std::to_string(static_cast<int>(waited)) + " s").c_str() : "",
+                  marker.c_str(), failure_path(marker).c_str());
+      return kStatusNotFinished;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        timeout_s > 0
+            ? std::min<int64_t>(1000, static_cast<int64_t>((timeout_s - waited) * 1000) + 1)
+            : 1000));
+  }
 }
 
 }  // namespace ringd::launcher

@@ -137,21 +137,52 @@ void check_marker_writable(const std::string& path) {
   ::unlink(probe.c_str());
 }
 
-std::string marker_record(const std::vector<std::string>& command, int pods, int slots) {
+namespace {
+
+std::string launch_record(int exit_code, const std::vector<std::string>& command, int pods,
+                          int slots) {
   char finished[32];
   const std::time_t t = std::time(nullptr);
   std::tm utc{};
   ::gmtime_r(&t, &utc);
   std::strftime(finished, sizeof(finished), "%Y-%m-%dT%H:%M:%SZ", &utc);
   nlohmann::json record = {{"finished", finished},
-                           {"exit_code", 0},
+                           {"exit_code", exit_code},
                            {"pods", pods},
                            {"slots", slots},
                            {"command", command}};
   return record.dump() + "\n";
 }
 
+}  // namespace
+
+std::string marker_record(const std::vector<std::string>& command, int pods, int slots) {
+  return launch_record(0, command, pods, slots);
+}
+
 std::string attempts_path(const std::string& marker) { return marker + ".attempts"; }
+
+std::string failure_path(const std::string& marker) { return marker + ".failed"; }
+
+std::string failure_record(int exit_code, const std::vector<std::string>& command, int pods,
+                           int slots) {
+  return launch_record(exit_code, command, pods, slots);
+}
+
+void write_failure(const std::string& marker, const std::string& record) {
+  write_file_atomically(failure_path(marker), record);
+}
+
+void remove_failure(const std::string& marker) { ::unlink(failure_path(marker).c_str()); }
+
+int record_exit_code(const std::string& record) {
+  const nlohmann::json parsed = nlohmann::json::parse(record, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object() || !parsed.contains("exit_code") ||
+      !parsed["exit_code"].is_number_integer()) {
+    return -1;
+  }
+  return parsed["exit_code"].get<int>();
+}
 
 int read_attempts(const std::string& path, std::string* problem) {
   problem->clear();

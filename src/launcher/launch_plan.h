@@ -69,6 +69,17 @@ void write_marker(const std::string& path, const std::string& contents);
 void check_marker_writable(const std::string& path);
 std::string marker_record(const std::vector<std::string>& command, int pods, int slots);
 
+// The failure record, MARKER.failed: the same JSON with launch's exit code when it gave up (the
+// command failed after its restarts, pods did not come, the budget was spent), for `ringd status`.
+// Written atomically; removed when a launch runs the job again.
+std::string failure_path(const std::string& marker);
+std::string failure_record(int exit_code, const std::vector<std::string>& command, int pods,
+                           int slots);
+void write_failure(const std::string& marker, const std::string& record);
+void remove_failure(const std::string& marker);
+// The "exit_code" of a marker or failure record; -1 when the text holds none.
+int record_exit_code(const std::string& record);
+
 // Restarts (`ringd launch --max-restarts N`). The attempts file counts how often this job's
 // command was started, across launch's own restarts (pod 0's container restarting): launch writes
 // it before each start and removes it after a success. A missing or unreadable file counts 0

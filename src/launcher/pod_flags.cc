@@ -62,7 +62,8 @@ void print_pod_error(const char* command, const std::exception& error) {
 bool is_pod_command(int argc, const char* const* argv) {
   if (argc < 2) return false;
   const std::string word = argv[1];
-  return word == "agent" || word == "exec" || word == "hostfile" || word == "launch";
+  return word == "agent" || word == "exec" || word == "hostfile" || word == "launch" ||
+         word == "status";
 }
 
 int run_pod_command(int argc, const char* const* argv) {
@@ -70,6 +71,7 @@ int run_pod_command(int argc, const char* const* argv) {
   if (word == "agent") return run_agent_command(argc, argv);
   if (word == "exec") return run_exec_command(argc, argv);
   if (word == "hostfile") return run_hostfile_command(argc, argv);
+  if (word == "status") return run_status_command(argc, argv);
   return run_launch_command(argc, argv);
 }
 

@@ -183,7 +183,7 @@ TEST(Cli, AFlagGivenTwiceTakesItsLastValue) {  // a wrapper's defaults, then the
 TEST(Cli, AMisspeltCommandSuggestsTheRightOne) {
   EXPECT_EQ(unknown_command_message("tran"),
             "unknown command 'tran'; did you mean 'train'? (commands: bench train ps agent exec "
-            "launch hostfile; ringd --help)");
+            "launch status hostfile; ringd --help)");
   EXPECT_NE(unknown_command_message("bnech").find("did you mean 'bench'?"), std::string::npos);
   EXPECT_EQ(unknown_command_message("kubectl").find("did you mean"), std::string::npos);
   // The whole command line: exit 2, nothing run.

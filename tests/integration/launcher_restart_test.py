@@ -13,6 +13,9 @@ network namespaces as pods, each running `ringd agent`, pod 0 running launch):
   3. a pod that never comes back: each --wait-timeout without it counts as a failed start, and
      once --max-restarts is spent launch exits 3 naming it;
   4. a count of starts left by earlier launches (pod 0 restarted) that spends the budget: exit 6;
+     `ringd status` (the StatefulSet form's wait) says how each of these ended: it waits through
+     the job of step 2 and exits 0 when it is done, 3 and 6 for steps 3 and 4, and 7 while
+     nothing has ended;
   5. the Job form (k8s/components/indexed-job): agents named as an Indexed Job's pods
      (ringd-<i>-<random>, JOB_COMPLETION_INDEX=i); pod 0's agent, given --exit-with-launch, exits
      0 once the job trained (the Job's success policy then stops the others: SIGTERM, exit 0),
@@ -161,6 +164,9 @@ def run_scenarios(ringd, work):
                                    "1", "--sigkill-timeout", "2", "--", *job], timeout=0,
                                   background=True)
     started = time.monotonic()
+    status = subprocess.Popen(cluster.in_pod(0, [ringd, "status", "--wait", "--marker", marker]),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=cluster.pod_env(0))
     try:
         # a. Pod 2 deleted after the step-50 checkpoint, back a second later.
         wait_for_checkpoint(work, "restarted", 50, process, log)
@@ -205,6 +211,13 @@ def run_scenarios(ringd, work):
     check(stopped and failed, f"no graceful stop or no checkpoint after the failure:\n{text}")
     check(os.path.exists(marker) and not os.path.exists(marker + ".attempts"),
           "marker missing or attempts file left behind after success")
+    try:
+        status_out, _ = status.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        status.kill()
+        raise harness.Failure("`ringd status --wait` still waiting 10 s after the job finished")
+    check(status.returncode == 0 and status_out.startswith("done: "),
+          f"ringd status --wait: exit {status.returncode}: {status_out}")
     resumed = summary(work, "restarted")
     check(resumed["start_step"] > 0 and resumed["steps"] == STEPS,
           f"the last run did not resume: {resumed}")
@@ -238,6 +251,9 @@ def run_scenarios(ringd, work):
           f"launch did not wait once per restart before giving up:\n{text}")
     print(f"ok   pod 1 never came back: two waits of 6 s, then launch exit 3 after "
           f"{seconds:.1f} s naming {netns.dns(1)}", flush=True)
+    code, out, _, _ = harness.run([ringd, "status", "--marker", os.path.join(work, "lost.done")],
+                                  "ringd status", 30)
+    check(code == 3 and out.startswith("failed (launch exit 3)"), f"status: exit {code}: {out}")
 
     # 4. Earlier launches (pod 0 restarting) spent the budget: refused at once, exit 6.
     cluster.start_agent(1)
@@ -250,7 +266,14 @@ def run_scenarios(ringd, work):
     check(code == 6 and "started 4 time(s) already and --max-restarts is 3" in err,
           f"launch with a spent budget: exit {code}\n{err}")
     check(not os.path.exists(os.path.join(work, "spent.json")), "the spent job ran")
-    print("ok   a budget spent by earlier launches: exit 6 at once, nothing started", flush=True)
+    code, out, _, _ = harness.run([ringd, "status", "--marker", spent], "ringd status", 30)
+    check(code == 6, f"status after a spent budget: exit {code}: {out}")
+    code, out, _, seconds = harness.run(
+        [ringd, "status", "--wait", "--timeout", "1", "--marker", os.path.join(work, "no.done")],
+        "ringd status", 30)
+    check(code == 7 and out.startswith("not finished"), f"status of nothing: exit {code}: {out}")
+    print("ok   a budget spent by earlier launches: exit 6 at once, nothing started; ringd status "
+          "said done (after waiting), 3, 6 and, for no job, 7", flush=True)
 
     # 5. The Job form: the agents as an Indexed Job's pods.
     def start_job_pods(command, marker):

@@ -201,6 +201,26 @@ TEST(LaunchPlan, ARestartedRingdTrainResumesFromItsCheckpoints) {
   }
 }
 
+TEST(LaunchPlan, AFailureRecordCarriesLaunchsExitCode) {
+  const std::string dir = temporary_directory();
+  const std::string marker = dir + "/launch.done";
+  EXPECT_EQ(failure_path(marker), marker + ".failed");
+  const std::string record = failure_record(3, {"ringd", "train"}, 4, 1);
+  EXPECT_EQ(record_exit_code(record), 3);
+  EXPECT_EQ(record_exit_code(marker_record({"ringd", "train"}, 4, 1)), 0);
+  for (const char* bad : {"", "not json", "{}", "{\"exit_code\":\"3\"}", "[3]"}) {
+    EXPECT_EQ(record_exit_code(bad), -1) << bad;
+  }
+  write_failure(marker, record);
+  std::string read;
+  ASSERT_TRUE(read_marker(failure_path(marker), &read));
+  EXPECT_EQ(read, record);
+  remove_failure(marker);
+  EXPECT_FALSE(read_marker(failure_path(marker), &read));
+  remove_failure(marker);  // none: nothing to do
+  EXPECT_EQ(::rmdir(dir.c_str()), 0) << "temporary files left in " << dir;
+}
+
 TEST(LaunchPlan, AttemptsSurviveInAFileAndABadOneCountsZero) {
   const std::string dir = temporary_directory();
   const std::string path = attempts_path(dir + "/launch.done");
