@@ -204,8 +204,8 @@ def run_scenarios(ringd, work):
     check(text.count("--resume") >= 2, f"the restarts did not pass --resume:\n{text}")
     # Pod 2's deletion stopped every rank after one step, with a checkpoint of it; pod 3's loss
     # failed a step, and rank 0 wrote the checkpoint of the step before.
-    stopped = re.search(r"^stopping after step (\d+) of \d+: another rank was asked to stop$",
-                        text, re.M)
+    stopped = re.search(r"^stopping after step (\d+) of \d+: (another rank was asked to stop|"
+                        r"signal 15 \(SIGTERM\) here)$", text, re.M)
     failed = re.search(r"^step \d+ failed: writing a checkpoint of step (\d+) before exiting$",
                        text, re.M)
     check(stopped and failed, f"no graceful stop or no checkpoint after the failure:\n{text}")
