@@ -1,8 +1,10 @@
 #include "cli/command_errors.h"
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "common/tunables.h"
 #include "ringd/config.h"
@@ -41,6 +43,22 @@ void abort_mpi_job_if_running(int exit_code) {
 #else
   (void)exit_code;
 #endif
+}
+
+int parse_command_line(CLI::App& app, const char* name, int argc, const char* const* argv,
+                       int first, const std::function<void()>& finish) {
+  std::vector<const char*> args = {name};
+  for (int i = first; i < argc; ++i) args.push_back(argv[i]);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+    if (finish) finish();
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : 2;
+  } catch (const Error& error) {
+    print_error(error);
+    return 2;
+  }
+  return -1;
 }
 
 int run_job_command(const job::TopologyFlags& flags, const std::function<void()>& check,

@@ -7,6 +7,10 @@
 
 #include "job/topology.h"
 
+namespace CLI {
+class App;
+}
+
 namespace ringd::cli {
 
 // "ringd: error: <kind>: <message>" on stderr (stdout flushed first, so the lines stay in order):
@@ -20,6 +24,13 @@ void print_error(const std::exception& error);
 // nothing when MPI is not running (or not built in).
 constexpr std::chrono::milliseconds kMpiAbortGrace{1000};
 void abort_mpi_job_if_running(int exit_code);
+
+// The head of a command: parses argv[first..] with `app` (CLI11 wants a program name first; `name`
+// stands for argv[0..first-1]), then runs `finish` (conversions and checks across flags) under the
+// same error handling: a usage error, CLI11's or a ringd::Error from `finish`, is printed and gives
+// exit code 2 (0 for --help). Returns -1 when the command line parsed and the command goes on.
+int parse_command_line(CLI::App& app, const char* name, int argc, const char* const* argv,
+                       int first, const std::function<void()>& finish);
 
 // The tail of every multi-rank command after its flags parsed: resolves where this process sits
 // and runs `check` (errors: printed, exit code 2, as for bad flags), then `run` (errors: printed,

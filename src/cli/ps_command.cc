@@ -88,11 +88,8 @@ int run_ps_command_line(int argc, const char* const* argv) {
                  "seconds a pull may wait for the other workers' gradients (default RINGD_TIMEOUT)")
       ->type_name("SECONDS")
       ->check(seconds_check("--timeout"));
-  std::vector<const char*> args = {"ringd ps"};
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   ps::ServerOptions options;
-  try {
-    app.parse(static_cast<int>(args.size()), args.data());
+  const int parsed = parse_command_line(app, "ringd ps", argc, argv, 2, [&] {
     tunables();  // a malformed RINGD_* variable is a usage error (exit 2) like a malformed flag
     uint16_t port = parse_listen(flags.listen, &options.host);
     const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
@@ -103,13 +100,8 @@ int run_ps_command_line(int argc, const char* const* argv) {
       options.advertise_host = tcp::default_host_address(
           flags.interface.empty() ? tunables().interface : flags.interface);
     }
-  } catch (const CLI::ParseError& error) {
-    const int code = app.exit(error);
-    return code == 0 ? 0 : 2;
-  } catch (const Error& error) {
-    print_error(error);
-    return 2;
-  }
+  });
+  if (parsed >= 0) return parsed;
   try {
     ps::ParameterServer server(options);
     std::printf("ringd ps: serving on %s\n", server.address().c_str());

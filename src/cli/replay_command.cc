@@ -162,11 +162,7 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   ReplayFlagText text;
   add_replay_options(app, config, &text);
-  // CLI11 wants the program name first: "ringd bench replay" stands for argv[0..2].
-  std::vector<const char*> args = {"ringd bench replay"};
-  for (int i = 3; i < argc; ++i) args.push_back(argv[i]);
-  try {
-    app.parse(static_cast<int>(args.size()), args.data());
+  const int code = parse_command_line(app, "ringd bench replay", argc, argv, 3, [&] {
     config->spread = model::parse_compute_spread(text.spread);
     config->op = parse_reduce_op(text.op);
     if (!text.threshold.empty()) {
@@ -180,16 +176,9 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
     if (!config->fusion && config->fusion_threshold_bytes) {
       throw CLI::ValidationError("--fusion-threshold", "contradicts --no-fusion");
     }
-  } catch (const CLI::ParseError& error) {
-    const int code = app.exit(error);
-    *exit_code = code == 0 ? 0 : 2;
-    return false;
-  } catch (const Error& error) {
-    print_error(error);
-    *exit_code = 2;
-    return false;
-  }
-  return true;
+  });
+  *exit_code = code < 0 ? 0 : code;
+  return code < 0;
 }
 
 int run_replay_command_line(int argc, const char* const* argv) {

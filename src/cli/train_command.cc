@@ -253,10 +253,7 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   TrainFlagText text;
   add_train_options(app, config, &text);
-  std::vector<const char*> args = {"ringd train"};
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
-  try {
-    app.parse(static_cast<int>(args.size()), args.data());
+  const int code = parse_command_line(app, "ringd train", argc, argv, 2, [&] {
     config->mode = text.mode == "ps" ? runners::SyncMode::kPs : runners::SyncMode::kAllreduce;
     config->lr_scaling =
         text.lr_scaling == "none" ? runners::LrScaling::kNone : runners::LrScaling::kLinear;
@@ -281,16 +278,9 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
     if (config->resume && config->checkpoint_dir.empty()) {
       throw CLI::ValidationError("--resume", "needs --checkpoint-dir");
     }
-  } catch (const CLI::ParseError& error) {
-    const int code = app.exit(error);
-    *exit_code = code == 0 ? 0 : 2;
-    return false;
-  } catch (const Error& error) {
-    print_error(error);
-    *exit_code = 2;
-    return false;
-  }
-  return true;
+  });
+  *exit_code = code < 0 ? 0 : code;
+  return code < 0;
 }
 
 int run_train_command_line(int argc, const char* const* argv) {
