@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from common import read_results  # noqa: E402
+from common import assert_ok_on_every_rank, read_results  # noqa: E402
 from worker_launcher import run_workers  # noqa: E402
 
 SIZE = 4
@@ -44,6 +44,4 @@ def test_the_worker_ran_every_check(results):
 
 @pytest.mark.parametrize("check", CHECKS)
 def test_on_every_rank(results, check):
-    failures = {rank: rank_results[check] for rank, rank_results in enumerate(results)
-                if rank_results.get(check) != "ok"}
-    assert not failures, "\n".join(f"rank {rank}:\n{text}" for rank, text in failures.items())
+    assert_ok_on_every_rank(results, check)

@@ -32,3 +32,10 @@ class Checks:
 def read_results(out_dir, size):
     return [json.loads((pathlib.Path(out_dir) / f"rank{rank}.json").read_text())
             for rank in range(size)]
+
+
+def assert_ok_on_every_rank(results, check):
+    """Every rank's result of `check` is "ok"; otherwise each failing rank's text, named."""
+    failures = {rank: rank_results.get(check) for rank, rank_results in enumerate(results)
+                if rank_results.get(check) != "ok"}
+    assert not failures, "\n".join(f"rank {rank}:\n{text}" for rank, text in failures.items())
