@@ -84,23 +84,7 @@ class BenchRunner {
   }
 
   runners::ReportHeader header() const {
-    runners::ReportHeader h;
-    h.collective = config_.collective;
-    h.ranks = ctx_.size();
-    h.transport = ctx_.transport_name();
-    h.dtype = config_.dtype;
-    h.op = config_.op;
-    h.algorithm = allreduce_algorithm_name(config_.algorithm);
-    h.segment_bytes = config_.segment_bytes;
-    h.min_bytes = config_.min_bytes;
-    h.max_bytes = config_.max_bytes;
-    h.step_factor = config_.step_factor;
-    h.iters = config_.iters;
-    h.warmup = config_.warmup;
-    h.check = config_.check;
-    h.in_place = config_.in_place;
-    h.root = config_.root;
-    return h;
+    return runners::report_header(config_, ctx_.size(), ctx_.transport_name());
   }
 
   // Where the collective reads and writes for `count_per_rank` elements per rank (see

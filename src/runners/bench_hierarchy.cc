@@ -85,20 +85,7 @@ class HierarchyBenchRunner {
 
  private:
   ReportHeader header() const {
-    ReportHeader h;
-    h.collective = config_.collective;
-    h.ranks = world_;
-    h.transport = ctx_.transport_name();
-    h.dtype = config_.dtype;
-    h.op = config_.op;
-    h.algorithm = allreduce_algorithm_name(config_.algorithm);
-    h.segment_bytes = config_.segment_bytes;
-    h.min_bytes = config_.min_bytes;
-    h.max_bytes = config_.max_bytes;
-    h.step_factor = config_.step_factor;
-    h.iters = config_.iters;
-    h.warmup = config_.warmup;
-    h.check = config_.check;
+    ReportHeader h = report_header(config_, world_, ctx_.transport_name());
     h.in_place = true;  // the hierarchical collectives work in place on the device buffers
     h.root = config_.root;
     h.nodes = ctx_.size();

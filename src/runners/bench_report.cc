@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ringd/collectives.h"
 #include "ringd/config.h"
 
 namespace ringd::runners {
@@ -90,6 +91,26 @@ std::string one_process_note(const ReportHeader& h) {
 }
 
 }  // namespace
+
+ReportHeader report_header(const BenchConfig& config, int ranks, const std::string& transport) {
+  ReportHeader h;
+  h.collective = config.collective;
+  h.ranks = ranks;
+  h.transport = transport;
+  h.dtype = config.dtype;
+  h.op = config.op;
+  h.algorithm = allreduce_algorithm_name(config.algorithm);
+  h.segment_bytes = config.segment_bytes;
+  h.min_bytes = config.min_bytes;
+  h.max_bytes = config.max_bytes;
+  h.step_factor = config.step_factor;
+  h.iters = config.iters;
+  h.warmup = config.warmup;
+  h.check = config.check;
+  h.in_place = config.in_place;
+  h.root = config.root;
+  return h;
+}
 
 std::string format_header(const ReportHeader& h) {
   std::ostringstream os;

@@ -81,6 +81,10 @@ struct ReportHeader {
   std::string hierarchy;
 };
 
+// The header of a sweep of `config` on `ranks` ranks over `transport`: the flat run's; a
+// hierarchical run sets its node and device fields and in_place.
+ReportHeader report_header(const BenchConfig& config, int ranks, const std::string& transport);
+
 std::string format_header(const ReportHeader& header);  // ends with the two column-title lines
 std::string format_row(const BenchRow& row);            // one line, with '\n'
 // `checked`: --check was on (else the wrong-value line says nothing was checked).
