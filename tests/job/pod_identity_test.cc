@@ -19,17 +19,13 @@
 #include "launcher/launch_plan.h"
 #include "launcher/pod_commands.h"
 #include "ringd/error.h"
+#include "testing/fake_env.h"
 #include "transport/tcp/socket.h"
 
 namespace ringd::job {
 namespace {
 
-EnvLookup fake_env(std::map<std::string, std::string> values) {
-  return [values = std::move(values)](const char* name) -> const char* {
-    const auto it = values.find(name);
-    return it == values.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake_env;
 
 std::string error_message(const std::function<void()>& body) {
   try {

@@ -7,16 +7,12 @@
 #include <string>
 
 #include "ringd/error.h"
+#include "testing/fake_env.h"
 
 namespace ringd::job {
 namespace {
 
-EnvLookup fake_env(std::map<std::string, std::string> values) {
-  return [values = std::move(values)](const char* name) -> const char* {
-    const auto it = values.find(name);
-    return it == values.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake_env;
 
 const EnvLookup kNoEnv = fake_env({});
 const EnvLookup kMpirun = fake_env({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});

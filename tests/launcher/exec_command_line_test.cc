@@ -8,16 +8,12 @@
 
 #include "launcher/exec_allow_list.h"
 #include "ringd/error.h"
+#include "testing/fake_env.h"
 
 namespace ringd::launcher {
 namespace {
 
-job::EnvLookup fake_env(std::map<std::string, std::string> values) {
-  return [values = std::move(values)](const char* name) -> const char* {
-    const auto it = values.find(name);
-    return it == values.end() ? nullptr : it->second.c_str();
-  };
-}
+using testing::fake_env;
 
 const job::EnvLookup kEnv = fake_env({{"PATH", "/usr/bin"}, {"HOME", "/root"}});
 
