@@ -36,6 +36,8 @@
 
 #include "ringd/collectives.h"
 #include "ringd/dgc.h"
+#include "ringd/hierarchy.h"
+#include "ringd/local_group.h"
 #include "ringd/transport.h"
 #include "ringd/types.h"
 
@@ -90,6 +92,18 @@ struct EngineOptions {
   // Called on rank 0's background thread with every stall report (also logged as a warning).
   std::function<void(const StallReport&)> on_stall;
   bool record_cycles = false;  // keep per-cycle timings (EngineStats::cycle_log), for benchmarks
+  // The node's devices: with a group of L devices, this engine is the node's and every tensor is
+  // submitted once per node with one buffer per device (Submission::other_devices); each fused
+  // bucket runs as one hierarchical collective (ringd/hierarchy.h): reduce inside the node, the
+  // collective across nodes, broadcast inside the node. Negotiation stays per node. Every node
+  // must pass a group of the same size (checked when the engine starts). Not owned: it must
+  // outlive the engine, and nothing else may use it meanwhile. Allgather and DGC do not run over
+  // a group yet (kInvalidArgument); with a group whose buffers are not host memory (GPUs), a
+  // bucket's members run one by one on their own buffers and fp16/bf16 do not apply.
+  LocalGroup* local_group = nullptr;
+  // With local_group: the strategy and the pipeline chunk (HierarchyOptions::inter_node is
+  // `collective`; the per-call agreement check is off, the negotiation has agreed already).
+  HierarchyOptions hierarchy;
 };
 
 // Counters since the engine started (identical on every rank where marked *).
@@ -156,6 +170,10 @@ struct Submission {
   int root = 0;                            // broadcast
   std::optional<Compression> compression;  // allreduce; unset = the engine's default
   Callback callback;
+  // With EngineOptions::local_group of L devices: the tensor's buffers on devices 1..L-1 (same
+  // shape; `tensor.data` is device 0's), in device order. Empty without a group. A broadcast's
+  // root is then a device's global rank, node * L + device.
+  std::vector<void*> other_devices;
 };
 
 class Engine {
@@ -191,6 +209,7 @@ class Engine {
   EngineStats stats() const;
   int rank() const;
   int size() const;
+  int local_devices() const;  // L with EngineOptions::local_group, else 1
 
   struct Impl;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "allreduce/hierarchy_steps.h"
 #include "fusion/engine_impl.h"
 #include "ringd/error.h"
 
@@ -36,7 +37,9 @@ Compression parse_compression(const std::string& text) {
 namespace {
 
 // Throws kInvalidArgument, naming the rank and the tensor, for submissions no rank could run.
-TensorParams checked_params(const Submission& s, int rank, int size, Compression default_wire) {
+// `devices`: the engine's local devices (1 without a group); broadcast roots count devices.
+TensorParams checked_params(const Submission& s, int rank, int size, int devices,
+                            Compression default_wire) {
   RINGD_CHECK_ARG(!s.name.empty(), "rank " << rank << ": a tensor needs a non-empty name");
   const auto where = [&] { return "rank " + std::to_string(rank) + ": tensor '" + s.name + "': "; };
   for (int64_t dim : s.tensor.shape) {
@@ -45,6 +48,15 @@ TensorParams checked_params(const Submission& s, int rank, int size, Compression
   }
   RINGD_CHECK_ARG(s.tensor.data != nullptr || s.tensor.count() == 0,
                   where() << "null data for " << s.tensor.count() << " elements");
+  RINGD_CHECK_ARG(s.other_devices.size() == static_cast<size_t>(devices - 1),
+                  where() << s.other_devices.size() + 1 << " device buffer(s) for an engine over "
+                          << devices << " local device(s): pass tensor.data for device 0 and "
+                          << "other_devices for devices 1.." << devices - 1);
+  for (size_t d = 0; d < s.other_devices.size(); ++d) {
+    RINGD_CHECK_ARG(
+        s.other_devices[d] != nullptr || s.tensor.count() == 0,
+        where() << "null data on device " << d + 1 << " for " << s.tensor.count() << " elements");
+  }
   TensorParams params;
   params.kind = s.kind;
   params.dtype = s.tensor.dtype;
@@ -56,6 +68,9 @@ TensorParams checked_params(const Submission& s, int rank, int size, Compression
                               << dtype_name(s.tensor.dtype)
                               << " (avg needs a floating-point type)");
       params.op = s.op;
+      RINGD_CHECK_ARG(devices == 1 || s.compression != Compression::kDgc,
+                      where() << "dgc compression does not run over local devices yet (" << devices
+                              << " here); compress with none, fp16 or bf16");
       if (s.tensor.dtype == DataType::kFloat32) {
         params.compression = s.compression.value_or(default_wire);
         const bool sums = s.op == ReduceOp::kSum || s.op == ReduceOp::kAvg;
@@ -69,12 +84,15 @@ TensorParams checked_params(const Submission& s, int rank, int size, Compression
       }
       break;
     case CollectiveKind::kBroadcast:
-      RINGD_CHECK_ARG(s.root >= 0 && s.root < size, where() << "broadcast root " << s.root
-                                                            << " is not a rank of this job (size "
-                                                            << size << ")");
+      RINGD_CHECK_ARG(s.root >= 0 && s.root < size * devices,
+                      where() << "broadcast root " << s.root << " is not a rank of this job (size "
+                              << size * devices << (devices > 1 ? ": nodes x local devices" : "")
+                              << ")");
       params.root = s.root;
       break;
     case CollectiveKind::kAllgather:
+      RINGD_CHECK_ARG(devices == 1, where() << "allgather does not run over local devices yet ("
+                                            << devices << " here)");
       RINGD_CHECK_ARG(!s.tensor.shape.empty(),
                       where() << "allgather needs at least one dimension (rows are gathered along "
                                  "the first)");
@@ -87,6 +105,11 @@ TensorParams checked_params(const Submission& s, int rank, int size, Compression
 
 Engine::Impl::Impl(Context& context, const EngineOptions& options)
     : ctx(context), config(fusion::resolve_engine_config(options, context)) {
+  if (config.local_group && ctx.size() > 1) {
+    // Before the thread owns the Context: every node must drive as many devices.
+    algo::check_agreement(ctx, "engine over local devices",
+                          {{"local devices", config.local_devices()}}, config.collective);
+  }
   if (!config.timeline_path.empty()) {
     timeline = std::make_unique<fusion::Timeline>(config.timeline_path, ctx.rank());
   }
@@ -108,7 +131,8 @@ std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
   std::set<std::string> names;
   for (Submission& member : members) {
     PendingTensor tensor;
-    tensor.params = checked_params(member, ctx.rank(), ctx.size(), config.compression);
+    tensor.params =
+        checked_params(member, ctx.rank(), ctx.size(), config.local_devices(), config.compression);
     if (!group.empty()) {
       tensor.params.group = group;
       tensor.params.group_size = static_cast<uint32_t>(members.size());
@@ -118,6 +142,7 @@ std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
                             << "' appears twice in group '" << group << "'");
     tensor.name = member.name;
     tensor.tensor = member.tensor;
+    tensor.other_devices = std::move(member.other_devices);
     tensor.handle = std::make_shared<detail::HandleState>(member.name, std::move(member.callback));
     tensors.push_back(std::move(tensor));
   }
@@ -224,5 +249,6 @@ void Engine::set_epoch(int epoch) { impl_->executor->set_epoch(epoch); }
 
 int Engine::rank() const { return impl_->ctx.rank(); }
 int Engine::size() const { return impl_->ctx.size(); }
+int Engine::local_devices() const { return impl_->config.local_devices(); }
 
 }  // namespace ringd

@@ -50,6 +50,14 @@ EngineConfig resolve_engine_config(const EngineOptions& options, const Context& 
   config.collective = options.collective;
   config.on_stall = options.on_stall;
   config.record_cycles = options.record_cycles;
+  config.local_group = options.local_group;
+  config.hierarchy = options.hierarchy;
+  config.hierarchy.inter_node = options.collective;
+  config.hierarchy.check_agreement = false;
+  RINGD_CHECK_ARG(!config.local_group || config.compression != Compression::kDgc,
+                  "rank " << ctx.rank() << ": dgc compression does not run over local devices yet "
+                          << "(" << config.local_group->size() << " " << config.local_group->kind()
+                          << " devices); use --local-devices 1 with dgc");
 
   // The heartbeat: a quarter of the tightest limit a waiting rank is held to, at most 1 s.
   const std::chrono::milliseconds timeout =

@@ -28,6 +28,9 @@ struct EngineConfig {
   std::chrono::milliseconds heartbeat{1000};
   std::function<void(const StallReport&)> on_stall;
   bool record_cycles = false;
+  LocalGroup* local_group = nullptr;  // EngineOptions::local_group
+  HierarchyOptions hierarchy;         // inter_node = collective, no per-call agreement check
+  int local_devices() const { return local_group ? local_group->size() : 1; }
 };
 
 // Throws ringd::Error(kInvalidArgument) naming the option for values out of range.

@@ -72,6 +72,14 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
 Executor::Traffic Executor::run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
   Traffic traffic;
   traffic.compressed_bytes = bucket.bytes;
+  if (config_.local_group) {
+    // checked_params() keeps allgather and DGC off engines over local devices.
+    if (bucket.kind == CollectiveKind::kAllreduce) return run_hierarchical_allreduce(bucket, ready);
+    if (bucket.kind == CollectiveKind::kBroadcast) {
+      run_hierarchical_broadcast(bucket, ready);
+      return traffic;
+    }
+  }
   switch (bucket.kind) {
     case CollectiveKind::kAllreduce: return run_allreduce(bucket, ready);
     case CollectiveKind::kBroadcast: run_broadcast(bucket, ready); break;

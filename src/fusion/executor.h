@@ -6,6 +6,7 @@
 // A bucket of one tensor without compression skips both copies and runs on the caller's buffer.
 // A DGC bucket (executor_dgc.cc) compresses each member into pairs or a dense part instead.
 // Every rank runs the same buckets in the same order (the ready list is identical everywhere).
+// An engine over local devices runs each bucket through the hierarchy (executor_hierarchy.cc).
 #pragma once
 
 #include <atomic>
@@ -60,6 +61,9 @@ class Executor {
   compression::DgcTensorState& dgc_state(const std::string& name, size_t count);
   void run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   void run_allgather(ReadyTensor& tensor);
+  Traffic run_hierarchical_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  void run_hierarchical_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  void* device_fusion_buffer(int device, size_t bytes);  // device 0's is buffer_
   void copy(const Bucket& bucket, std::vector<ReadyTensor>& ready, std::vector<CopyPiece> pieces,
             CopyMode mode, Compression compression, const char* phase);
   void mark(const Bucket& bucket, std::vector<ReadyTensor>& ready, const char* phase,
@@ -69,6 +73,7 @@ class Executor {
   const EngineConfig& config_;
   Timeline* timeline_;
   FusionBuffer buffer_;
+  std::vector<FusionBuffer> device_buffers_;  // over local devices: devices 1..L-1
   ParallelCopier copier_;
   std::atomic<int> epoch_{0};
   // DGC's velocity and residual per tensor name; a name whose element count changes starts over.

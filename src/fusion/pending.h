@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fusion/handle_state.h"
 #include "fusion/tensor_params.h"
@@ -27,6 +28,7 @@ struct PendingTensor {
   std::string name;
   TensorParams params;
   Tensor tensor;
+  std::vector<void*> other_devices;  // Submission::other_devices (engines over local devices)
   std::shared_ptr<detail::HandleState> handle;
   Clock::time_point submitted;
   State state = State::kNew;
