@@ -5,6 +5,7 @@
 #include <string>
 
 #include "job/topology.h"
+#include "ringd/hierarchy.h"
 
 namespace CLI {
 class App;
@@ -16,5 +17,11 @@ namespace ringd::cli {
 // parsed by the caller).
 void add_job_options(CLI::App& app, job::TopologyFlags* topology, std::string* interface,
                      int* tcp_port, std::string* timeout_text);
+
+// --local-devices L --hierarchy H (train, bench replay): this process is one node whose fusion
+// engine runs over L devices (EngineOptions::local_group). The hierarchy is kept as text; after
+// parsing, local_hierarchy() turns it into the strategy (throws CLI::ValidationError).
+void add_local_device_options(CLI::App& app, int* devices, std::string* hierarchy_text);
+Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text);
 
 }  // namespace ringd::cli

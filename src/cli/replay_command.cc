@@ -36,10 +36,14 @@ Fusion threshold, cycle time, cache capacity and compression default to RINGD_* 
 With --compression dgc each rank's gradients are fresh pseudo-random values every step (DGC's
 selection depends on them; written before the step's clock starts), --check verifies that every
 rank got the same bits, and the report adds the bytes each rank sent against the payload.
+With --local-devices L each rank is a node of L CPU devices (global rank = node x L + device), each
+with its own gradients; the engine runs every bucket through the hierarchy, and the one-buffer
+figure is the hierarchical allreduce of the same bytes over the same devices.
 
 Examples:
   ringd bench replay --transport inproc --ranks 4 --profile resnet50 --compute-ms 100 --steps 10
   ringd bench replay --transport inproc --ranks 4 --compute-ms 0 --no-fusion   # tensor by tensor
+  ringd bench replay --transport inproc --ranks 2 --local-devices 4 --check    # 2 nodes x 4 devices
   mpirun -np 4 --mca mpi_yield_when_idle 1 ringd bench replay --transport tcp --compute-ms 80
 )";
 
@@ -50,6 +54,7 @@ struct ReplayFlagText {
   std::string max_tensor;
   std::string compression;
   std::string timeout;
+  std::string hierarchy;
 };
 
 void add_replay_options(CLI::App& app, runners::ReplayConfig* config, ReplayFlagText* text) {
@@ -101,6 +106,7 @@ void add_replay_options(CLI::App& app, runners::ReplayConfig* config, ReplayFlag
   app.add_option("--baseline-iters", config->baseline_iters,
                  "timed one-buffer allreduces for the ideal (default 3)")
       ->check(CLI::Range(1, 1000));
+  add_local_device_options(app, &config->local_devices, &text->hierarchy);
   add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
 }
 
@@ -175,6 +181,12 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
     if (!text.timeout.empty()) config->timeout = parse_seconds("--timeout", text.timeout);
     if (!config->fusion && config->fusion_threshold_bytes) {
       throw CLI::ValidationError("--fusion-threshold", "contradicts --no-fusion");
+    }
+    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy);
+    if (config->local_devices > 1 && config->compression == Compression::kDgc) {
+      throw CLI::ValidationError("--compression",
+                                 "dgc does not run over local devices yet; use "
+                                 "--local-devices 1 with dgc");
     }
   });
   *exit_code = code < 0 ? 0 : code;

@@ -9,6 +9,7 @@
 #include "job/topology.h"
 #include "model/replay_schedule.h"
 #include "ringd/engine.h"
+#include "ringd/hierarchy.h"
 #include "ringd/types.h"
 
 namespace ringd::runners {
@@ -31,6 +32,8 @@ struct ReplayConfig {
   std::string timeline;                           // unset = RINGD_TIMELINE
   bool check = false;                             // verify every gradient of the last step
   std::string json_path;                          // append one JSON object per run
+  int local_devices = 1;                          // > 1: the engine over a node's CPU devices
+  Hierarchy hierarchy = kDefaultHierarchy;        // with local_devices > 1
   std::chrono::milliseconds timeout{0};
   std::string interface;
   int tcp_port = 0;

@@ -34,10 +34,16 @@ double ReplaySummary::ideal_ms() const { return std::max(config.compute_ms, one_
 
 std::string format_replay_text(const ReplaySummary& s) {
   std::ostringstream os;
+  const int devices = s.config.local_devices;
+  const std::string ranks =
+      devices > 1 ? printf_string("%d nodes x %d CPU devices = %d ranks (%s, hierarchy %s)",
+                                  s.ranks, devices, s.ranks * devices, s.transport.c_str(),
+                                  hierarchy_name(s.config.hierarchy))
+                  : printf_string("%d ranks (%s)", s.ranks, s.transport.c_str());
   os << printf_string(
-      "# ringd bench replay: profile %s (%zu tensors, %.1f MiB float per step), %d ranks (%s)\n",
-      s.profile.c_str(), s.tensors, static_cast<double>(s.bytes) / (1 << 20), s.ranks,
-      s.transport.c_str());
+      "# ringd bench replay: profile %s (%zu tensors, %.1f MiB float per step%s), %s\n",
+      s.profile.c_str(), s.tensors, static_cast<double>(s.bytes) / (1 << 20),
+      devices > 1 ? " per device" : "", ranks.c_str());
   os << printf_string("# compute %.1f ms per step (%s spread), %d steps after %d warmup, op %s\n",
                       s.config.compute_ms, model::compute_spread_name(s.config.spread),
                       s.config.steps, s.config.warmup_steps, reduce_op_name(s.config.op));
@@ -70,8 +76,9 @@ std::string format_replay_text(const ReplaySummary& s) {
     high = std::max(high, step.step_ms);
   }
   os << printf_string(
-      "# one-buffer allreduce of %.1f MiB: %.2f ms; ideal step max(compute, that) = %.2f ms\n",
-      static_cast<double>(s.bytes) / (1 << 20), s.one_buffer_ms, s.ideal_ms());
+      "# one-buffer %sallreduce of %.1f MiB: %.2f ms; ideal step max(compute, that) = %.2f ms\n",
+      devices > 1 ? "hierarchical " : "", static_cast<double>(s.bytes) / (1 << 20), s.one_buffer_ms,
+      s.ideal_ms());
   os << printf_string("# step time: mean %.2f ms (min %.2f, max %.2f) = %.3f x ideal\n", mean, low,
                       high, s.ideal_ms() > 0 ? mean / s.ideal_ms() : 0.0);
   if (s.config.compute_ms > 0) {
@@ -123,6 +130,8 @@ std::string format_replay_json(const ReplaySummary& s) {
       {"bytes", s.bytes},
       {"ranks", s.ranks},
       {"transport", s.transport},
+      {"local_devices", s.config.local_devices},
+      {"hierarchy", s.config.local_devices > 1 ? hierarchy_name(s.config.hierarchy) : "none"},
       {"compute_ms", s.config.compute_ms},
       {"spread", model::compute_spread_name(s.config.spread)},
       {"op", reduce_op_name(s.config.op)},

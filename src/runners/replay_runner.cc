@@ -9,6 +9,8 @@
 #include "ringd/collectives.h"
 #include "ringd/engine.h"
 #include "ringd/error.h"
+#include "ringd/hierarchy.h"
+#include "ringd/local_group.h"
 
 namespace ringd::runners {
 namespace {
@@ -37,13 +39,25 @@ class ReplayRank {
         config_(config),
         profile_(profile),
         elements_(profile.total_elements()),
-        compression_(config.compression.value_or(parse_compression(tunables().compression))) {
-    arena_.reset(static_cast<float*>(std::aligned_alloc(64, (elements_ * 4 / 64 + 1) * 64)));
-    if (!arena_) RINGD_THROW(kIo, "cannot allocate " << elements_ * 4 << " bytes of gradients");
+        compression_(config.compression.value_or(parse_compression(tunables().compression))),
+        devices_(config.local_devices),
+        world_(ctx.size() * devices_) {
+    if (devices_ > 1) group_ = make_cpu_local_group(devices_);
+    for (int d = 0; d < devices_; ++d) {
+      arenas_.emplace_back(
+          static_cast<float*>(std::aligned_alloc(64, (elements_ * 4 / 64 + 1) * 64)));
+      if (!arenas_.back()) {
+        RINGD_THROW(kIo,
+                    "cannot allocate " << elements_ * 4 << " bytes of gradients for device " << d);
+      }
+    }
     size_t offset = 0;
     for (const model::GradientTensor& t : profile.tensors) {
-      tensors_.push_back(
-          Tensor{arena_.get() + offset, DataType::kFloat32, {static_cast<int64_t>(t.elements)}});
+      tensors_.push_back(Tensor{
+          arenas_[0].get() + offset, DataType::kFloat32, {static_cast<int64_t>(t.elements)}});
+      std::vector<void*> others;
+      for (int d = 1; d < devices_; ++d) others.push_back(arenas_[d].get() + offset);
+      other_devices_.push_back(std::move(others));
       offset += t.elements;
     }
   }
@@ -61,9 +75,13 @@ class ReplayRank {
     for (int step = 0; step < total; ++step) {
       if (step == config_.warmup_steps) timed_from = engine.stats();
       fill(step);
-      float token = 1;
-      engine.allreduce_async("replay.sync", {&token, DataType::kFloat32, {}}, ReduceOp::kSum)
-          .wait();
+      std::vector<float> tokens(static_cast<size_t>(devices_), 1.0f);  // one per device
+      Submission sync;
+      sync.name = "replay.sync";
+      sync.tensor = Tensor{tokens.data(), DataType::kFloat32, {}};
+      sync.op = ReduceOp::kSum;
+      for (int d = 1; d < devices_; ++d) sync.other_devices.push_back(&tokens[d]);
+      engine.submit(std::move(sync)).wait();
       const LocalStep measured = run_step(engine, schedule);
       if (step >= config_.warmup_steps) steps.push_back(measured);
     }
@@ -117,19 +135,37 @@ class ReplayRank {
     options.dgc.warmup.clear();  // the steady state is what a replay measures
     if (!config_.timeline.empty()) options.timeline_path = config_.timeline;
     options.record_cycles = true;
+    options.local_group = group_.get();
+    options.hierarchy = hierarchy_options();
     return options;
   }
 
-  // Every rank's gradients hold rank + 1, so any step's result is known in closed form. DGC
-  // instead gets fresh values in [-1, 1) every step: its selection on equal values would be
-  // neither fast nor what a real gradient looks like.
+  HierarchyOptions hierarchy_options() const {
+    HierarchyOptions options;
+    options.strategy = config_.hierarchy;
+    options.check_agreement = false;  // as in the engine: the replay's steps agree by design
+    return options;
+  }
+
+  std::vector<DeviceBuffer> device_arenas() const {
+    std::vector<DeviceBuffer> buffers;
+    for (int d = 0; d < devices_; ++d) buffers.push_back({arenas_[d].get(), d});
+    return buffers;
+  }
+
+  // Every device's gradients hold its global rank + 1, so any step's result is known in closed
+  // form. DGC instead gets fresh values in [-1, 1) every step: its selection on equal values would
+  // be neither fast nor what a real gradient looks like.
   void fill(int step) {
     if (compression_ != Compression::kDgc) {
-      std::fill(arena_.get(), arena_.get() + elements_, static_cast<float>(ctx_.rank() + 1));
+      for (int d = 0; d < devices_; ++d) {
+        std::fill(arenas_[d].get(), arenas_[d].get() + elements_,
+                  static_cast<float>(ctx_.rank() * devices_ + d + 1));
+      }
       return;
     }
     uint64_t state = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(ctx_.rank() * 65537 + step + 1);
-    float* values = arena_.get();
+    float* values = arenas_[0].get();  // one device: the flags refuse dgc over several
     for (size_t i = 0; i < elements_; ++i) {
       state ^= state << 13;  // xorshift64
       state ^= state >> 7;
@@ -142,34 +178,44 @@ class ReplayRank {
   // the elements where this rank is below the largest value any rank holds (summed over ranks
   // later: 0 when every rank agrees).
   int64_t count_differences() {
-    std::vector<float> largest(arena_.get(), arena_.get() + elements_);
+    const float* mine = arenas_[0].get();
+    std::vector<float> largest(mine, mine + elements_);
     allreduce(ctx_, largest.data(), largest.data(), elements_, DataType::kFloat32, ReduceOp::kMax);
     int64_t different = 0;
-    for (size_t i = 0; i < elements_; ++i) different += largest[i] != arena_.get()[i];
+    for (size_t i = 0; i < elements_; ++i) different += largest[i] != mine[i];
     return different;
   }
 
   int64_t count_wrong() const {
-    const double n = ctx_.size();
+    const double n = world_;
     const double sum = n * (n + 1) / 2;
     const double want = config_.op == ReduceOp::kAvg ? sum / n : sum;
     const double tolerance = compression_ == Compression::kNone ? 1e-6 : 1e-2;
     int64_t wrong = 0;
-    for (size_t i = 0; i < elements_; ++i) {
-      if (std::fabs(arena_.get()[i] - want) > tolerance * want) ++wrong;
+    for (const auto& arena : arenas_) {
+      for (size_t i = 0; i < elements_; ++i) {
+        if (std::fabs(arena.get()[i] - want) > tolerance * want) ++wrong;
+      }
     }
     return wrong;
   }
 
   // Best of config_.baseline_iters (after one untimed): the slowest rank's time for one allreduce
-  // of every gradient in one buffer.
+  // of every gradient in one buffer (over local devices: one hierarchical allreduce of every
+  // device's buffer).
   double one_buffer_allreduce_ms() {
     double best = 0;
     for (int i = 0; i <= config_.baseline_iters; ++i) {
       float token = 1;
       allreduce(ctx_, &token, &token, 1, DataType::kFloat32, ReduceOp::kSum);
       const auto start = Clock::now();
-      allreduce(ctx_, arena_.get(), arena_.get(), elements_, DataType::kFloat32, config_.op);
+      if (group_) {
+        hierarchical_allreduce(ctx_, *group_, device_arenas(), elements_, DataType::kFloat32,
+                               config_.op, hierarchy_options());
+      } else {
+        allreduce(ctx_, arenas_[0].get(), arenas_[0].get(), elements_, DataType::kFloat32,
+                  config_.op);
+      }
       double ms = ms_between(start, Clock::now());
       allreduce(ctx_, &ms, &ms, 1, DataType::kFloat64, ReduceOp::kMax);
       if (i == 1 || (i > 1 && ms < best)) best = ms;
@@ -183,8 +229,12 @@ class ReplayRank {
     const auto start = Clock::now();
     for (const model::Emission& emission : schedule) {
       if (emission.at.count() > 0) std::this_thread::sleep_until(start + emission.at);
-      handles[emission.tensor] = engine.allreduce_async(profile_.tensors[emission.tensor].name,
-                                                        tensors_[emission.tensor], config_.op);
+      Submission submission;
+      submission.name = profile_.tensors[emission.tensor].name;
+      submission.tensor = tensors_[emission.tensor];
+      submission.op = config_.op;
+      submission.other_devices = other_devices_[emission.tensor];
+      handles[emission.tensor] = engine.submit(std::move(submission));
     }
     const auto submitted = Clock::now();
     for (Handle& handle : handles) handle.wait();
@@ -249,9 +299,13 @@ class ReplayRank {
   const ReplayConfig& config_;
   const model::GradientProfile& profile_;
   const size_t elements_;
-  const Compression compression_;  // --compression, else RINGD_COMPRESSION
-  std::unique_ptr<float, FreeDeleter> arena_;
-  std::vector<Tensor> tensors_;
+  const Compression compression_;      // --compression, else RINGD_COMPRESSION
+  const int devices_;                  // --local-devices
+  const int world_;                    // nodes x devices
+  std::unique_ptr<LocalGroup> group_;  // with devices_ > 1
+  std::vector<std::unique_ptr<float, FreeDeleter>> arenas_;  // every gradient, per device
+  std::vector<Tensor> tensors_;                              // on device 0
+  std::vector<std::vector<void*>> other_devices_;            // per tensor: devices 1..L-1
 };
 
 }  // namespace

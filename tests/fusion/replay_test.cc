@@ -83,19 +83,42 @@ TEST(ReplayCommand, Flags) {
   EXPECT_EQ(code, 2);
   EXPECT_FALSE(parse({"--steps", "0"}, &bad, &code));
   EXPECT_EQ(code, 2);
+
+  runners::ReplayConfig devices;
+  ASSERT_TRUE(parse({"--local-devices", "3", "--hierarchy", "rs-ag"}, &devices, &code));
+  EXPECT_EQ(devices.local_devices, 3);
+  EXPECT_EQ(devices.hierarchy, Hierarchy::kRsAg);
+  runners::ReplayConfig default_strategy;
+  ASSERT_TRUE(parse({"--local-devices", "2"}, &default_strategy, &code));
+  EXPECT_EQ(default_strategy.hierarchy, kDefaultHierarchy);
+  EXPECT_FALSE(parse({"--hierarchy", "rs-ag"}, &bad, &code));  // one device: nothing inside
+  EXPECT_EQ(code, 2);
+  EXPECT_FALSE(parse({"--local-devices", "2", "--compression", "dgc"}, &bad, &code));
+  EXPECT_EQ(code, 2);
+  EXPECT_FALSE(parse({"--local-devices", "2", "--hierarchy", "none"}, &bad, &code));
+  EXPECT_EQ(code, 2);
 }
 
-// A made-up profile on 3 inproc ranks: every gradient of the last step is checked, and the
-// steady-state steps run from the response cache without a round to rank 0.
-TEST(ReplayRun, SmallProfileOnThreeRanks) {
-  const auto path = std::filesystem::temp_directory_path() / "ringd_replay_test.tsv";
-  {
+// A profile of 30 tensors of 7..12007 elements, removed when the test ends.
+struct TestProfile {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("ringd_replay_test." + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       "." + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".tsv");
+  TestProfile() {
     std::ofstream out(path);
     out << "# test profile\n";
     for (int i = 0; i < 30; ++i) out << "layer" << i << ".weight\t" << (i % 5) * 3000 + 7 << "\n";
   }
+  ~TestProfile() { std::filesystem::remove(path); }
+};
+
+// A made-up profile on 3 inproc ranks: every gradient of the last step is checked, and the
+// steady-state steps run from the response cache without a round to rank 0.
+TEST(ReplayRun, SmallProfileOnThreeRanks) {
+  const TestProfile file;
   runners::ReplayConfig config;
-  config.profile = path.string();
+  config.profile = file.path.string();
   config.compute_ms = 3;
   config.steps = 3;
   config.warmup_steps = 1;
@@ -106,7 +129,6 @@ TEST(ReplayRun, SmallProfileOnThreeRanks) {
   testing::run_ranks(testing::Transport::kInproc, 3, [&](Context& ctx) {
     summaries[ctx.rank()] = runners::run_replay_rank(ctx, config, profile);
   });
-  std::filesystem::remove(path);
   const runners::ReplaySummary& s = summaries[0];
   EXPECT_EQ(s.wrong, 0);
   ASSERT_EQ(s.steps.size(), 3u);
@@ -121,6 +143,37 @@ TEST(ReplayRun, SmallProfileOnThreeRanks) {
   const std::string text = runners::format_replay_text(s);
   EXPECT_NE(text.find("scaling efficiency"), std::string::npos) << text;
   EXPECT_NE(runners::format_replay_json(s).find("\"negotiation_share\""), std::string::npos);
+}
+
+// The engine over local devices: 2 nodes x 3 devices, each device's gradients holding its global
+// rank + 1; every value on every device is checked against the average over the 6 global ranks.
+TEST(ReplayRun, OverLocalDevicesEveryDeviceGetsTheGlobalAverage) {
+  const TestProfile file;
+  for (Hierarchy strategy : {Hierarchy::kReduceBcast, Hierarchy::kRsAg}) {
+    runners::ReplayConfig config;
+    config.profile = file.path.string();
+    config.steps = 2;
+    config.warmup_steps = 1;
+    config.baseline_iters = 1;
+    config.check = true;
+    config.local_devices = 3;
+    config.hierarchy = strategy;
+    const model::GradientProfile profile = model::load_gradient_profile(config.profile);
+    std::vector<runners::ReplaySummary> summaries(2);
+    testing::run_ranks(testing::Transport::kInproc, 2, [&](Context& ctx) {
+      summaries[ctx.rank()] = runners::run_replay_rank(ctx, config, profile);
+    });
+    const runners::ReplaySummary& s = summaries[0];
+    EXPECT_EQ(s.wrong, 0) << hierarchy_name(strategy);
+    EXPECT_GT(s.one_buffer_ms, 0);
+    const std::string text = runners::format_replay_text(s);
+    EXPECT_NE(text.find(std::string("2 nodes x 3 CPU devices = 6 ranks (inproc, hierarchy ") +
+                        hierarchy_name(strategy) + ")"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("one-buffer hierarchical allreduce"), std::string::npos) << text;
+    EXPECT_NE(runners::format_replay_json(s).find("\"local_devices\":3"), std::string::npos);
+  }
 }
 
 }  // namespace
