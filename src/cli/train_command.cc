@@ -33,6 +33,10 @@ constexpr const char* kFooter = R"(
 Data order: each epoch visits the training set in a permutation drawn from (--seed, epoch); every
 step takes the next global batch (--batch-size x ranks samples) and rank r trains on its r-th
 slice, so N ranks compute exactly the averaged gradient of one rank with the whole global batch.
+With --local-devices L each rank is a node of L CPU devices: device d of rank r trains a replica on
+slice r x L + d of a global batch of --batch-size x ranks x L, and the engine averages the
+gradients through the hierarchy (inside the node, then across nodes); the run matches N x L flat
+ranks up to rounding (the sums are added in another order).
 
 Learning rate: --lr is for one worker; with --lr-scaling linear (default) the rate is
 --lr x ranks (the global batch grows with the ranks), reached by a linear warm-up over
@@ -52,10 +56,12 @@ Examples:
   ringd train --transport inproc --ranks 4 --epochs 3
   mpirun -np 4 --mca mpi_yield_when_idle 1 ringd train --checkpoint-dir /tmp/ckpt --json out.json
   ringd train --transport inproc --ranks 4 --model replay --profile vgg16 --compute-ms 100
+  ringd train --transport inproc --ranks 2 --local-devices 2 --epochs 1   # 2 nodes x 2 devices
 )";
 
 struct TrainFlagText {
   std::string mode = "allreduce";
+  std::string hierarchy;
   std::string lr_scaling = "linear";
   std::string spread = "uniform";
   std::string threshold;
@@ -152,6 +158,7 @@ void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagTex
   app.add_option("--dgc-warmup-epochs", config->dgc_warmup_epochs,
                  "dgc: epochs of the sparsity ramp 75%, 93.75%, 98.4%, 99.6% (default 4; 0 = none)")
       ->check(CLI::Range(0, 64));
+  add_local_device_options(app, &config->local_devices, &text->hierarchy);
   add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
   runners::add_ps_train_options(app, &config->ps);
 }
@@ -268,9 +275,22 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
         throw CLI::ValidationError("--compression", "applies to --mode allreduce only");
       }
     }
+    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy);
+    if (config->local_devices > 1 && config->mode == runners::SyncMode::kPs) {
+      throw CLI::ValidationError("--local-devices",
+                                 "applies to --mode allreduce only (parameter "
+                                 "servers have no step inside the node)");
+    }
+    if (config->local_devices > 1 && config->compression == Compression::kDgc) {
+      throw CLI::ValidationError("--compression",
+                                 "dgc does not run over local devices yet; use "
+                                 "--local-devices 1 with dgc");
+    }
     if (config->model == "mlp") {
       const int ranks_here =
-          config->topology.transport == "inproc" ? std::max(1, config->topology.inproc_ranks) : 1;
+          (config->topology.transport == "inproc" ? std::max(1, config->topology.inproc_ranks)
+                                                  : 1) *
+          config->local_devices;
       model::check_mlp_fits_in_memory(model::parse_layer_sizes(config->layers), ranks_here);
       // --blas cublas where it cannot run is a usage error (exit 2), found before any connection.
       if (config->blas == "cublas") model::choose_gemm(config->blas);

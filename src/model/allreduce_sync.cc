@@ -1,22 +1,48 @@
 #include "model/allreduce_sync.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "ringd/error.h"
 
 namespace ringd::model {
 
-AllreduceSync::AllreduceSync(Engine& engine, SgdOptions options) : engine_(engine), sgd_(options) {}
+AllreduceSync::AllreduceSync(Engine& engine, SgdOptions options,
+                             std::vector<std::vector<ParameterView>> replicas)
+    : engine_(engine), sgd_(options), replicas_(std::move(replicas)) {
+  RINGD_CHECK_ARG(replicas_.size() + 1 == static_cast<size_t>(engine_.local_devices()),
+                  "rank " << engine_.rank() << ": " << replicas_.size() + 1
+                          << " model replica(s) for an engine over " << engine_.local_devices()
+                          << " local device(s)");
+}
+
+std::vector<void*> AllreduceSync::replica_buffers(size_t index, bool gradients) const {
+  std::vector<void*> buffers;
+  for (const std::vector<ParameterView>& replica : replicas_) {
+    buffers.push_back(gradients ? replica[index].grad : replica[index].value);
+  }
+  return buffers;
+}
 
 void AllreduceSync::initialize(const std::vector<ParameterView>& params) {
   params_ = params;
+  for (const std::vector<ParameterView>& replica : replicas_) {
+    RINGD_CHECK_ARG(
+        replica.size() == params_.size(),
+        "a model replica has " << replica.size() << " parameters, device 0's " << params_.size());
+  }
   handles_.assign(params_.size(), Handle());
   std::vector<Handle> broadcasts;
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParameterView& p = params_[i];
     sgd_.add_parameter(i, p.count);
-    broadcasts.push_back(engine_.broadcast_async(
-        "init." + p.name, Tensor{p.value, DataType::kFloat32, p.shape}, /*root=*/0));
+    Submission s;
+    s.name = "init." + p.name;
+    s.kind = CollectiveKind::kBroadcast;
+    s.tensor = Tensor{p.value, DataType::kFloat32, p.shape};
+    s.root = 0;
+    s.other_devices = replica_buffers(i, /*gradients=*/false);
+    broadcasts.push_back(engine_.submit(std::move(s)));
   }
   for (Handle& handle : broadcasts) handle.wait();
 }
@@ -28,8 +54,12 @@ void AllreduceSync::gradient_ready(size_t index, const StepInfo& step) {
   RINGD_CHECK_ARG(!handles_[index].valid(),
                   "gradient " << params_[index].name << " handed over twice in step " << step.step);
   const ParameterView& p = params_[index];
-  handles_[index] =
-      engine_.allreduce_async(p.name, Tensor{p.grad, DataType::kFloat32, p.shape}, ReduceOp::kAvg);
+  Submission s;
+  s.name = p.name;
+  s.tensor = Tensor{p.grad, DataType::kFloat32, p.shape};
+  s.op = ReduceOp::kAvg;
+  s.other_devices = replica_buffers(index, /*gradients=*/true);
+  handles_[index] = engine_.submit(std::move(s));
   ++handed_;
 }
 
@@ -50,6 +80,9 @@ void AllreduceSync::finish_step(const StepInfo& step) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParameterView& p = params_[i];
     sgd_.apply(i, p.value, p.grad, p.count, step.learning_rate);
+    for (const std::vector<ParameterView>& replica : replicas_) {
+      std::memcpy(replica[i].value, p.value, p.count * sizeof(float));
+    }
     handles_[i] = Handle();
   }
   handed_ = 0;

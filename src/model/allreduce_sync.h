@@ -9,6 +9,11 @@
 //
 // The allreduce gives every rank the same bits, and the update is deterministic, so parameters
 // stay bitwise identical on all ranks after every step.
+//
+// Over local devices (an engine with EngineOptions::local_group of L devices) the views passed to
+// initialize() are device 0's and `replicas` holds devices 1..L-1's views of the same model: their
+// gradients go into the engine with device 0's (Submission::other_devices), and after the update,
+// which runs once on device 0, their values are copied from device 0's.
 #pragma once
 
 #include <vector>
@@ -23,7 +28,8 @@ namespace ringd::model {
 class AllreduceSync : public ParameterSync, public LocalOptimizer {
  public:
   // The engine must outlive this object; nothing else may submit the parameters' names to it.
-  AllreduceSync(Engine& engine, SgdOptions options);
+  AllreduceSync(Engine& engine, SgdOptions options,
+                std::vector<std::vector<ParameterView>> replicas = {});
 
   void initialize(const std::vector<ParameterView>& params) override;
   void gradient_ready(size_t index, const StepInfo& step) override;
@@ -33,8 +39,12 @@ class AllreduceSync : public ParameterSync, public LocalOptimizer {
   Sgd& optimizer() override { return sgd_; }
 
  private:
+  // The parameter's buffers on devices 1..L-1 (values or gradients).
+  std::vector<void*> replica_buffers(size_t index, bool gradients) const;
+
   Engine& engine_;
   Sgd sgd_;
+  std::vector<std::vector<ParameterView>> replicas_;  // [device - 1][parameter]
   std::vector<ParameterView> params_;
   std::vector<Handle> handles_;  // this step's allreduce per parameter (invalid = not handed yet)
   size_t handed_ = 0;

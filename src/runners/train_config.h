@@ -9,6 +9,7 @@
 #include "job/topology.h"
 #include "model/replay_schedule.h"
 #include "ringd/engine.h"
+#include "ringd/hierarchy.h"
 #include "runners/train_ps_mode.h"
 
 namespace ringd::runners {
@@ -62,6 +63,10 @@ struct TrainConfig {
   std::optional<double> cycle_time_ms;  // fusion engine (allreduce mode)
   std::optional<size_t> fusion_threshold_bytes;
   PsTrainOptions ps;  // --mode ps (train_ps_mode.h)
+  // > 1 (allreduce mode): each rank is a node of this many CPU devices, each training a replica
+  // on its own share of the global batch; the engine runs over them (EngineOptions::local_group).
+  int local_devices = 1;
+  Hierarchy hierarchy = kDefaultHierarchy;
 
   std::chrono::milliseconds timeout{0};
   std::string interface;

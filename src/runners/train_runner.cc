@@ -25,6 +25,7 @@
 #include "ringd/collectives.h"
 #include "ringd/engine.h"
 #include "ringd/error.h"
+#include "ringd/local_group.h"
 #include "runners/metrics_file.h"
 #include "runners/train_report.h"
 
@@ -112,8 +113,12 @@ class TrainRank {
         hooks_(hooks),
         rank_(ctx.rank()),
         size_(ctx.size()),
+        devices_(config.mode == SyncMode::kAllreduce ? config.local_devices : 1),
+        world_(size_ * devices_),
         model_(make_model(ctx, config)),
-        global_batch_(config.batch_size * static_cast<size_t>(ctx.size())) {
+        global_batch_(config.batch_size * static_cast<size_t>(world_)) {
+    for (int d = 1; d < devices_; ++d) replicas_.push_back(make_model(ctx, config));
+    if (devices_ > 1) group_ = make_cpu_local_group(devices_);
     if (config_.model == "mlp") {
       const model::Dataset& train = data_.train;
       RINGD_CHECK_ARG(train.features == model_->input_size(),
@@ -126,10 +131,11 @@ class TrainRank {
                                    << config_.layers << " ends in " << model_->classes()
                                    << " classes");
       steps_per_epoch_ = static_cast<int64_t>(train.rows / global_batch_);
-      RINGD_CHECK_ARG(steps_per_epoch_ > 0,
-                      "the training set has " << train.rows << " samples, fewer than one global "
-                                              << "batch of " << global_batch_ << " (--batch-size "
-                                              << config_.batch_size << " x " << size_ << " ranks)");
+      RINGD_CHECK_ARG(steps_per_epoch_ > 0, "the training set has "
+                                                << train.rows << " samples, fewer than one global "
+                                                << "batch of " << global_batch_ << " (--batch-size "
+                                                << config_.batch_size << " x " << world_
+                                                << (devices_ > 1 ? " devices)" : " ranks)"));
     } else {
       steps_per_epoch_ = config_.steps_per_epoch;
     }
@@ -168,9 +174,13 @@ class TrainRank {
                            << resume.step;
         }
       }
+      options.local_group = group_.get();
+      options.hierarchy.strategy = config_.hierarchy;
       engine = std::make_unique<Engine>(ctx_, options);
       engine_ = engine.get();
-      sync = std::make_unique<model::AllreduceSync>(*engine, sgd);
+      std::vector<std::vector<model::ParameterView>> replica_views;
+      for (const auto& replica : replicas_) replica_views.push_back(replica->parameters());
+      sync = std::make_unique<model::AllreduceSync>(*engine, sgd, std::move(replica_views));
     } else {
       sync = make_ps_sync(config_.ps, config_.interface, ctx_, sgd);
     }
@@ -207,8 +217,9 @@ class TrainRank {
     s.transport = ctx_.transport_name();
     s.compression = compression_name(compression_);
     s.ranks = size_;
+    s.local_devices = devices_;
     s.global_batch = global_batch_;
-    s.learning_rate = learning_rate_at(config_, size_, config_.warmup_steps);
+    s.learning_rate = learning_rate_at(config_, world_, config_.warmup_steps);
     s.steps_per_epoch = steps_per_epoch_;
     return s;
   }
@@ -221,7 +232,7 @@ class TrainRank {
     meta.step_in_epoch = step % steps_per_epoch_;
     meta.seed = config_.seed;
     meta.global_batch = static_cast<int64_t>(global_batch_);
-    meta.world_size = size_;
+    meta.world_size = world_;
     meta.learning_rate = config_.learning_rate;
     meta.momentum = config_.momentum;
     meta.weight_decay = config_.weight_decay;
@@ -322,8 +333,10 @@ class TrainRank {
 
   void train(model::ParameterSync& sync, int64_t first_step, TrainSummary& summary) {
     const std::vector<model::ParameterView>& params = model_->parameters();
-    std::vector<float> inputs;
-    std::vector<int32_t> labels;
+    // Per device: its share of the global batch (global rank = rank x devices + device).
+    std::vector<std::vector<float>> inputs(static_cast<size_t>(devices_));
+    std::vector<std::vector<int32_t>> labels(static_cast<size_t>(devices_));
+    std::vector<model::Batch> batches(static_cast<size_t>(devices_));
     std::vector<uint32_t> order;
     int64_t order_epoch = -1;
     ProgressInterval interval;
@@ -343,20 +356,22 @@ class TrainRank {
     try {
       for (int64_t step = first_step; step < total_steps_; ++step) {
         const int64_t epoch = step / steps_per_epoch_;
-        model::Batch batch;
         if (config_.model == "mlp") {
           if (epoch != order_epoch) {
             order = model::epoch_order(data_.train.rows, config_.seed, epoch);
             order_epoch = epoch;
           }
-          batch = model::assemble_batch(data_.train, order, step % steps_per_epoch_, global_batch_,
-                                        rank_, size_, &inputs, &labels);
+          for (int d = 0; d < devices_; ++d) {
+            batches[d] =
+                model::assemble_batch(data_.train, order, step % steps_per_epoch_, global_batch_,
+                                      rank_ * devices_ + d, world_, &inputs[d], &labels[d]);
+          }
         }
         if (engine_) engine_->set_epoch(static_cast<int>(epoch));  // DGC's warm-up reads it
-        const model::StepInfo info{step, learning_rate_at(config_, size_, step)};
+        const model::StepInfo info{step, learning_rate_at(config_, world_, step)};
         const double blocked_start = sync.blocked_seconds();
         const auto start = Clock::now();
-        const model::ForwardResult result = model_->forward(batch);
+        const model::ForwardResult result = forward_on_every_device(batches);
         bool first_gradient = true;
         model_->backward([&](size_t index) {
           // The stop vote goes in with the step's first gradient (fused with it where it can be).
@@ -370,7 +385,8 @@ class TrainRank {
         const double seconds = seconds_since(start);
         step_seconds += seconds;
         ++steps_run;
-        interval.add(result, config_.batch_size, seconds, sync.blocked_seconds() - blocked_start);
+        interval.add(result, config_.batch_size * static_cast<size_t>(devices_), seconds,
+                     sync.blocked_seconds() - blocked_start);
         if (hooks_.after_step) hooks_.after_step(rank_, step, params);
         if (config_.throttle_ms > 0) {
           std::this_thread::sleep_for(
@@ -382,7 +398,7 @@ class TrainRank {
             (done == total_steps_ || seconds_since(last_metrics) >= 1.0)) {
           TrainMetrics metrics;
           metrics.mode = sync_mode_name(config_.mode);
-          metrics.ranks = size_;
+          metrics.ranks = world_;
           metrics.steps = steps_run;
           metrics.last_step_seconds = seconds;
           metrics.samples_total =
@@ -469,6 +485,27 @@ class TrainRank {
     }
   }
 
+  // Forward on every device's batch, and backward on devices 1..L-1, whose gradients are whole
+  // before device 0's backward starts (the caller runs it, handing each gradient to the sync as
+  // it finishes, so that communication overlaps it). The replay model's replicas model no compute
+  // of their own: devices run in parallel, so the node's step takes device 0's time. Returns the
+  // mean loss and the hits over every device's batch.
+  model::ForwardResult forward_on_every_device(const std::vector<model::Batch>& batches) {
+    model::ForwardResult total;
+    if (config_.model == "mlp") {
+      for (size_t d = 1; d < batches.size(); ++d) {
+        const model::ForwardResult result = replicas_[d - 1]->forward(batches[d]);
+        replicas_[d - 1]->backward([](size_t) {});
+        total.loss += result.loss;
+        total.correct += result.correct;
+      }
+    }
+    const model::ForwardResult result = model_->forward(batches[0]);
+    total.loss = (total.loss + result.loss) / static_cast<double>(devices_);
+    total.correct += result.correct;
+    return total;
+  }
+
   bool evaluates() const {
     return config_.model == "mlp" && config_.evaluate && data_.test.rows > 0;
   }
@@ -493,10 +530,11 @@ class TrainRank {
     if (!hooks_.stop_requested) return;
     local_stop_ = hooks_.stop_requested(rank_);
     if (!engine_) return;
-    stop_vote_ = static_cast<float>(local_stop_);
+    stop_votes_.assign(static_cast<size_t>(devices_), static_cast<float>(local_stop_));
     Submission vote;
     vote.name = "ringd.stop";
-    vote.tensor = Tensor{&stop_vote_, DataType::kFloat32, {1}};
+    vote.tensor = Tensor{stop_votes_.data(), DataType::kFloat32, {1}};
+    for (int d = 1; d < devices_; ++d) vote.other_devices.push_back(&stop_votes_[d]);
     vote.op = ReduceOp::kAvg;
     vote.compression = Compression::kNone;
     stop_handle_ = engine_->submit(std::move(vote));
@@ -509,7 +547,7 @@ class TrainRank {
     stop_handle_.wait();
     stop_handle_ = Handle();
     if (local_stop_ != 0) return local_stop_;
-    return stop_vote_ > 0 ? SIGTERM : 0;
+    return stop_votes_[0] > 0 ? SIGTERM : 0;
   }
 
   static std::string signal_name(int number) {
@@ -545,7 +583,11 @@ class TrainRank {
   const TrainHooks& hooks_;
   const int rank_;
   const int size_;
-  std::unique_ptr<model::Model> model_;
+  const int devices_;  // --local-devices (allreduce mode), else 1
+  const int world_;    // size_ x devices_: what the global batch and the learning rate scale with
+  std::unique_ptr<model::Model> model_;                  // device 0's
+  std::vector<std::unique_ptr<model::Model>> replicas_;  // devices 1..devices_-1
+  std::unique_ptr<LocalGroup> group_;                    // with devices_ > 1
   const size_t global_batch_;
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
@@ -557,9 +599,9 @@ class TrainRank {
           ? config_.compression.value_or(parse_compression(tunables().compression))
           : Compression::kNone;
   Engine* engine_ = nullptr;
-  std::string run_id_;   // rank 0: written into every checkpoint
-  int local_stop_ = 0;   // this step's TrainHooks::stop_requested()
-  float stop_vote_ = 0;  // the engine averages it in place
+  std::string run_id_;             // rank 0: written into every checkpoint
+  int local_stop_ = 0;             // this step's TrainHooks::stop_requested()
+  std::vector<float> stop_votes_;  // one per device: the engine averages them in place
   Handle stop_handle_;
   std::optional<model::CheckpointPruner> pruner_;  // rank 0: deletes this run's older files
 };

@@ -53,6 +53,7 @@ struct TrainSummary {
   std::string transport;
   std::string compression = "none";  // allreduce mode's gradient compression
   int ranks = 0;
+  int local_devices = 1;  // per rank (node); the world is ranks x local_devices
   size_t global_batch = 0;
   double learning_rate = 0;  // after world-size scaling
   int64_t start_step = 0;    // > 0 after --resume

@@ -121,6 +121,38 @@ TEST(TrainOptions, CompressionFlags) {
   }
 }
 
+TEST(TrainOptions, LocalDeviceFlags) {
+  {
+    const char* argv[] = {"ringd", "train", "--local-devices", "4", "--hierarchy", "rs-ag"};
+    runners::TrainConfig config;
+    int exit_code = -1;
+    ASSERT_TRUE(parse_train_command_line(6, argv, &config, &exit_code)) << exit_code;
+    EXPECT_EQ(config.local_devices, 4);
+    EXPECT_EQ(config.hierarchy, Hierarchy::kRsAg);
+  }
+  // Usage errors (exit 2) naming the flag: no devices in ps mode, no dgc over devices, a
+  // hierarchy without devices, no "none" strategy over devices, at least one device.
+  const std::vector<std::vector<const char*>> bad = {
+      {"ringd", "train", "--mode", "ps", "--local-devices", "2"},
+      {"ringd", "train", "--local-devices", "2", "--compression", "dgc"},
+      {"ringd", "train", "--local-devices", "1", "--hierarchy", "rs-ag"},
+      {"ringd", "train", "--local-devices", "2", "--hierarchy", "none"},
+      {"ringd", "train", "--local-devices", "0"},
+  };
+  const std::vector<std::string> named = {"--local-devices", "--compression", "--hierarchy",
+                                          "--hierarchy", "--local-devices"};
+  for (size_t i = 0; i < bad.size(); ++i) {
+    runners::TrainConfig config;
+    int exit_code = -1;
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(parse_train_command_line(static_cast<int>(bad[i].size()), bad[i].data(), &config,
+                                          &exit_code));
+    const std::string text = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(exit_code, 2) << text;
+    EXPECT_NE(text.find(named[i]), std::string::npos) << text;
+  }
+}
+
 runners::ProgressInterval two_steps() {
   runners::ProgressInterval interval;
   model::ForwardResult result;
