@@ -14,7 +14,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "ringd/collectives.h"
 #include "ringd/local_group.h"
@@ -56,6 +59,27 @@ struct HierarchyOptions {
 // by N x L. buffers: one per device of `group`, in device order.
 void hierarchical_allreduce(Context& ctx, LocalGroup& group, DeviceBuffers buffers, size_t count,
                             DataType dtype, ReduceOp op, const HierarchyOptions& options = {});
+
+// One of several independent allreduces run as one pipeline (hierarchical_allreduce_parts).
+struct HierarchicalPart {
+  std::vector<DeviceBuffer> buffers;  // one per device, in device order
+  size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  // Optional: run before the part's first local step and after its last one, on the thread that
+  // runs the local steps (not the caller's when there is more than one chunk in all). The fusion
+  // engine copies its tensors into and out of the part's buffers there.
+  std::function<void()> before;
+  std::function<void()> after;
+};
+
+// hierarchical_allreduce of every part, as one pipeline: the parts' chunks (each part cut as
+// hierarchical_allreduce cuts one buffer) go through the local step in, the step across nodes and
+// the local step out in order, and the local work of one chunk, with the parts' before/after,
+// overlaps the network step of another. The same results as one call per part, in order.
+void hierarchical_allreduce_parts(Context& ctx, LocalGroup& group,
+                                  std::span<const HierarchicalPart> parts,
+                                  const HierarchyOptions& options = {});
 
 // Every device's buffer = the buffer of device `root_device` on node `root_node`.
 void hierarchical_broadcast(Context& ctx, LocalGroup& group, DeviceBuffers buffers, size_t count,

@@ -36,6 +36,10 @@
 // helper thread reduces chunk c+1 and broadcasts (or allgathers) chunk c-1, so the local steps
 // cost almost nothing on top of the network step. Each chunk of rs-ag has its own shards.
 //
+// Parts (hierarchical_allreduce_parts): several buffers' chunks, one after the other, in one
+// pipeline, so that the local work and the caller's before/after of one part overlap the network
+// step of another (the fusion engine's buckets); hierarchical_allreduce is one part.
+//
 // avg: the local steps and the allreduce across nodes combine as sum, and each piece is scaled by
 // 1/(N x L) once, on the host, before it goes back to the devices, so every device gets the same
 // bits. With one node the local group's own avg (1/L) is already that.
@@ -49,93 +53,154 @@
 #include "ringd/hierarchy.h"
 
 namespace ringd {
+namespace {
+
+constexpr const char* kWhat = "hierarchical_allreduce";
+
+// One chunk of one part: what one pipeline step works on.
+struct Step {
+  size_t part = 0;
+  algo::ElementRange range;
+  ShardLayout shards;  // rs-ag: the chunk's shard per device
+  bool first = false;  // the part's first chunk (runs its `before`)
+  bool last = false;   // its last (runs its `after`)
+};
+
+void check_part(const Context& ctx, const LocalGroup& group, const HierarchicalPart& part) {
+  group.check_buffers(kWhat, part.buffers, part.count);
+  RINGD_CHECK_ARG(reduce_op_supported(part.dtype, part.op),
+                  kWhat << " on rank " << ctx.rank() << ": op " << reduce_op_name(part.op)
+                        << " is not defined for " << dtype_name(part.dtype)
+                        << " (avg needs a floating-point type)");
+  RINGD_CHECK_ARG(
+      part.count <= static_cast<size_t>(std::numeric_limits<int64_t>::max()) / 8,
+      kWhat << " on rank " << ctx.rank() << ": count " << part.count << " is too large");
+}
+
+}  // namespace
 
 void hierarchical_allreduce(Context& ctx, LocalGroup& group, DeviceBuffers buffers, size_t count,
                             DataType dtype, ReduceOp op, const HierarchyOptions& options) {
-  constexpr const char* kWhat = "hierarchical_allreduce";
+  HierarchicalPart part;
+  part.buffers.assign(buffers.begin(), buffers.end());
+  part.count = count;
+  part.dtype = dtype;
+  part.op = op;
+  hierarchical_allreduce_parts(ctx, group, std::span<const HierarchicalPart>(&part, 1), options);
+}
+
+void hierarchical_allreduce_parts(Context& ctx, LocalGroup& group,
+                                  std::span<const HierarchicalPart> parts,
+                                  const HierarchyOptions& options) {
   ctx.check_usable();
-  group.check_buffers(kWhat, buffers, count);
-  RINGD_CHECK_ARG(reduce_op_supported(dtype, op),
-                  kWhat << " on rank " << ctx.rank() << ": op " << reduce_op_name(op)
-                        << " is not defined for " << dtype_name(dtype)
-                        << " (avg needs a floating-point type)");
-  RINGD_CHECK_ARG(count <= static_cast<size_t>(std::numeric_limits<int64_t>::max()) / 8,
-                  kWhat << " on rank " << ctx.rank() << ": count " << count << " is too large");
+  for (const HierarchicalPart& part : parts) check_part(ctx, group, part);
   const Hierarchy strategy = algo::resolve_strategy(options.strategy, group, kWhat);
   const int nodes = ctx.size();
   const int devices = group.size();
   const size_t piece_bytes = group.staging_piece_bytes();
   const size_t chunk_bytes = algo::pipeline_chunk_bytes(options);
   if (options.check_agreement && nodes > 1) {
-    algo::check_agreement(ctx, "hierarchical allreduce",
-                          {{"local devices", devices},
-                           {"count", static_cast<int64_t>(count)},
-                           {"dtype", static_cast<int64_t>(dtype)},
-                           {"op", static_cast<int64_t>(op)},
-                           {"hierarchy", static_cast<int64_t>(strategy)},
-                           {"staging piece bytes", algo::agreed_bytes(piece_bytes)},
-                           {"pipeline chunk bytes", algo::agreed_bytes(chunk_bytes)}},
-                          options.inter_node);
+    for (const HierarchicalPart& part : parts) {
+      algo::check_agreement(ctx, "hierarchical allreduce",
+                            {{"local devices", devices},
+                             {"parts", static_cast<int64_t>(parts.size())},
+                             {"count", static_cast<int64_t>(part.count)},
+                             {"dtype", static_cast<int64_t>(part.dtype)},
+                             {"op", static_cast<int64_t>(part.op)},
+                             {"hierarchy", static_cast<int64_t>(strategy)},
+                             {"staging piece bytes", algo::agreed_bytes(piece_bytes)},
+                             {"pipeline chunk bytes", algo::agreed_bytes(chunk_bytes)}},
+                            options.inter_node);
+    }
   }
-  if (count == 0) return;
 
-  const bool scale_on_host = op == ReduceOp::kAvg && nodes > 1;
-  const ReduceOp combine = scale_on_host ? ReduceOp::kSum : op;
-  const double scale = 1.0 / (static_cast<double>(nodes) * devices);
-  auto allreduce_piece = [&](void* host, size_t piece_count) {
-    allreduce(ctx, host, host, piece_count, dtype, combine, options.inter_node);
-    if (scale_on_host) scale_in_place(host, piece_count, dtype, scale);
-  };
   // Chunks only pay when there is local work to overlap with the network.
-  const std::vector<algo::ElementRange> chunks = nodes > 1 && devices > 1
-                                                     ? algo::cut_chunks(count, dtype, chunk_bytes)
-                                                     : std::vector<algo::ElementRange>{{0, count}};
+  std::vector<Step> steps;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const HierarchicalPart& part = parts[p];
+    std::vector<algo::ElementRange> chunks =
+        nodes > 1 && devices > 1 ? algo::cut_chunks(part.count, part.dtype, chunk_bytes)
+                                 : std::vector<algo::ElementRange>{{0, part.count}};
+    if (chunks.empty()) chunks.push_back({0, 0});  // count 0: still its before and after
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      Step step;
+      step.part = p;
+      step.range = chunks[c];
+      if (strategy == Hierarchy::kRsAg) {
+        step.shards = ShardLayout::even(chunks[c].first, chunks[c].count, devices);
+      }
+      step.first = c == 0;
+      step.last = c + 1 == chunks.size();
+      steps.push_back(std::move(step));
+    }
+  }
+  if (steps.empty()) return;
+
+  constexpr int kLeader = 0;
+  const double scale = 1.0 / (static_cast<double>(nodes) * devices);
+  // avg across nodes combines as sum and scales once, on the host.
+  auto combine = [&](const HierarchicalPart& part) {
+    return part.op == ReduceOp::kAvg && nodes > 1 ? ReduceOp::kSum : part.op;
+  };
+  auto local_in = [&](size_t s) {
+    const Step& step = steps[s];
+    const HierarchicalPart& part = parts[step.part];
+    if (step.first && part.before) part.before();
+    if (step.range.count == 0) return;
+    if (strategy == Hierarchy::kRsAg) {
+      group.reduce_scatter(part.buffers, step.shards, part.dtype, combine(part));
+    } else {
+      group.reduce_to_leader(part.buffers, step.range.first, step.range.count, part.dtype,
+                             combine(part), kLeader);
+    }
+  };
+  auto across = [&](size_t s) {
+    const Step& step = steps[s];
+    const HierarchicalPart& part = parts[step.part];
+    if (nodes == 1 || step.range.count == 0) return;
+    const ReduceOp op = combine(part);
+    const bool scale_on_host = part.op == ReduceOp::kAvg;
+    std::vector<HostPiece> ranges;
+    if (strategy == Hierarchy::kRsAg) {
+      for (int d = 0; d < devices; ++d) {
+        ranges.push_back({d, step.shards.first(d), step.shards.count(d)});
+      }
+    } else {
+      ranges.push_back({kLeader, step.range.first, step.range.count});
+    }
+    algo::across_nodes(group, part.buffers, algo::cut_pieces(ranges, piece_bytes, part.dtype),
+                       part.dtype, HostAccess::kReadWrite, [&](void* host, size_t count) {
+                         allreduce(ctx, host, host, count, part.dtype, op, options.inter_node);
+                         if (scale_on_host) scale_in_place(host, count, part.dtype, scale);
+                       });
+  };
+  auto local_out = [&](size_t s) {
+    const Step& step = steps[s];
+    const HierarchicalPart& part = parts[step.part];
+    if (step.range.count > 0) {
+      if (strategy == Hierarchy::kRsAg) {
+        group.allgather(part.buffers, step.shards, part.dtype);
+      } else {
+        group.broadcast_from_leader(part.buffers, step.range.first, step.range.count, part.dtype,
+                                    kLeader);
+      }
+    }
+    if (step.last && part.after) part.after();
+  };
 
   algo::with_hierarchy_context(
-      ctx,
-      [&] {
-        if (strategy == Hierarchy::kRsAg) {
-          std::vector<ShardLayout> shards;
-          for (const algo::ElementRange& chunk : chunks) {
-            shards.push_back(ShardLayout::even(chunk.first, chunk.count, devices));
-          }
-          algo::run_pipelined(
-              chunks.size(),
-              [&](size_t c) { group.reduce_scatter(buffers, shards[c], dtype, combine); },
-              [&](size_t c) {
-                if (nodes == 1) return;
-                std::vector<HostPiece> ranges;
-                for (int d = 0; d < devices; ++d) {
-                  ranges.push_back({d, shards[c].first(d), shards[c].count(d)});
-                }
-                algo::across_nodes(group, buffers, algo::cut_pieces(ranges, piece_bytes, dtype),
-                                   dtype, HostAccess::kReadWrite, allreduce_piece);
-              },
-              [&](size_t c) { group.allgather(buffers, shards[c], dtype); });
-        } else {
-          constexpr int kLeader = 0;
-          algo::run_pipelined(
-              chunks.size(),
-              [&](size_t c) {
-                group.reduce_to_leader(buffers, chunks[c].first, chunks[c].count, dtype, combine,
-                                       kLeader);
-              },
-              [&](size_t c) {
-                if (nodes == 1) return;
-                algo::across_nodes(group, buffers,
-                                   algo::cut_pieces({{kLeader, chunks[c].first, chunks[c].count}},
-                                                    piece_bytes, dtype),
-                                   dtype, HostAccess::kReadWrite, allreduce_piece);
-              },
-              [&](size_t c) {
-                group.broadcast_from_leader(buffers, chunks[c].first, chunks[c].count, dtype,
-                                            kLeader);
-              });
-        }
-      },
+      ctx, [&] { algo::run_pipelined(steps.size(), local_in, across, local_out); },
       [&](std::ostream& os) {
-        os << "hierarchical allreduce (" << count << " x " << dtype_name(dtype) << " "
-           << reduce_op_name(op) << ", " << hierarchy_name(strategy) << ", ";
+        os << "hierarchical allreduce (";
+        if (parts.size() == 1) {
+          os << parts[0].count << " x " << dtype_name(parts[0].dtype) << " "
+             << reduce_op_name(parts[0].op);
+        } else {
+          size_t total = 0;
+          for (const HierarchicalPart& part : parts) total += part.count;
+          os << parts.size() << " parts, " << total << " elements";
+        }
+        os << ", " << hierarchy_name(strategy) << ", ";
         algo::describe_shape(os, ctx, group);
         os << ")";
       });

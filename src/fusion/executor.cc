@@ -19,13 +19,20 @@ const char* collective_phase(CollectiveKind kind) {
   return "collective";
 }
 
-std::string member_names(const Bucket& bucket, const std::vector<ReadyTensor>& ready) {
+// "'a', 'b', 'c', 'd' and 5 more": the members of `buckets`, for error messages.
+std::string member_names(const std::vector<const Bucket*>& buckets,
+                         const std::vector<ReadyTensor>& ready, size_t* total) {
   std::ostringstream os;
-  const size_t shown = std::min<size_t>(bucket.members.size(), 4);
-  for (size_t i = 0; i < shown; ++i) {
-    os << (i ? ", " : "") << "'" << ready[bucket.members[i]].tensor.name << "'";
+  size_t shown = 0;
+  *total = 0;
+  for (const Bucket* bucket : buckets) {
+    for (size_t i : bucket->members) {
+      if (shown < 4) os << (shown ? ", " : "") << "'" << ready[i].tensor.name << "'";
+      shown += shown < 4;
+      ++*total;
+    }
   }
-  if (shown < bucket.members.size()) os << " and " << bucket.members.size() - shown << " more";
+  if (shown < *total) os << " and " << *total - shown << " more";
   return os.str();
 }
 
@@ -39,32 +46,53 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
   Counts counts;
   const std::vector<Bucket> buckets =
       plan_buckets(ready, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes);
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    const Bucket& bucket = buckets[b];
+  size_t b = 0;
+  while (b < buckets.size()) {
+    // What runs together: one bucket, or over local devices every consecutive allreduce bucket
+    // (one pipeline, executor_hierarchy.cc).
+    std::vector<const Bucket*> batch{&buckets[b]};
+    const bool pipelined = config_.local_group && buckets[b].kind == CollectiveKind::kAllreduce;
+    while (pipelined && b + batch.size() < buckets.size() &&
+           buckets[b + batch.size()].kind == CollectiveKind::kAllreduce) {
+      batch.push_back(&buckets[b + batch.size()]);
+    }
     if (timeline_) {
       const auto now = Timeline::Clock::now();
-      for (size_t i : bucket.members) {
-        timeline_->instant(ready[i].tensor.name, "fused", now,
-                           {{"bucket", static_cast<int64_t>(b)},
-                            {"tensors", static_cast<int64_t>(bucket.members.size())},
-                            {"bytes", static_cast<int64_t>(bucket.bytes)}});
+      for (size_t k = 0; k < batch.size(); ++k) {
+        for (size_t i : batch[k]->members) {
+          timeline_->instant(ready[i].tensor.name, "fused", now,
+                             {{"bucket", static_cast<int64_t>(b + k)},
+                              {"tensors", static_cast<int64_t>(batch[k]->members.size())},
+                              {"bytes", static_cast<int64_t>(batch[k]->bytes)}});
+        }
       }
     }
-    Traffic traffic;
+    std::vector<Traffic> traffic;
     try {
-      traffic = run_bucket(bucket, ready);
+      if (pipelined) {
+        traffic = run_hierarchical_allreduces(batch, ready);
+      } else {
+        traffic.push_back(run_bucket(*batch[0], ready));
+      }
     } catch (const Error& error) {
+      size_t tensors = 0;
+      const std::string names = member_names(batch, ready, &tensors);
       std::ostringstream os;
-      os << "rank " << ctx_.rank() << ": " << collective_phase(bucket.kind) << " of "
-         << bucket.members.size() << " fused tensor(s) (" << member_names(bucket, ready)
-         << ") failed: " << error.what();
+      os << "rank " << ctx_.rank() << ": " << collective_phase(batch[0]->kind) << " of " << tensors
+         << " fused tensor(s) ";
+      if (batch.size() > 1) os << "in " << batch.size() << " buckets ";
+      os << "(" << names << ") failed: " << error.what();
       throw Error(error.code(), os.str());
     }
-    bucket_done(bucket.members.size(), bucket.bytes, traffic);
-    for (size_t i : bucket.members) complete(ready[i], nullptr);
-    counts.bytes += bucket.bytes;
-    ++counts.buckets;
-    if (bucket.members.size() > 1) counts.fused_tensors += bucket.members.size();
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Bucket& bucket = *batch[k];
+      bucket_done(bucket.members.size(), bucket.bytes, traffic[k]);
+      for (size_t i : bucket.members) complete(ready[i], nullptr);
+      counts.bytes += bucket.bytes;
+      ++counts.buckets;
+      if (bucket.members.size() > 1) counts.fused_tensors += bucket.members.size();
+    }
+    b += batch.size();
   }
   return counts;
 }
@@ -73,12 +101,10 @@ Executor::Traffic Executor::run_bucket(const Bucket& bucket, std::vector<ReadyTe
   Traffic traffic;
   traffic.compressed_bytes = bucket.bytes;
   if (config_.local_group) {
-    // checked_params() keeps allgather and DGC off engines over local devices.
-    if (bucket.kind == CollectiveKind::kAllreduce) return run_hierarchical_allreduce(bucket, ready);
-    if (bucket.kind == CollectiveKind::kBroadcast) {
-      run_hierarchical_broadcast(bucket, ready);
-      return traffic;
-    }
+    // run() sends allreduces over local devices to run_hierarchical_allreduces, and
+    // checked_params() keeps allgather and DGC off such engines: a broadcast is left.
+    run_hierarchical_broadcast(bucket, ready);
+    return traffic;
   }
   switch (bucket.kind) {
     case CollectiveKind::kAllreduce: return run_allreduce(bucket, ready);

@@ -61,7 +61,9 @@ class Executor {
   compression::DgcTensorState& dgc_state(const std::string& name, size_t count);
   void run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   void run_allgather(ReadyTensor& tensor);
-  Traffic run_hierarchical_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  // Consecutive allreduce buckets as one pipeline (executor_hierarchy.cc); traffic per bucket.
+  std::vector<Traffic> run_hierarchical_allreduces(const std::vector<const Bucket*>& buckets,
+                                                   std::vector<ReadyTensor>& ready);
   void run_hierarchical_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   void* device_fusion_buffer(int device, size_t bytes);  // device 0's is buffer_
   void copy(const Bucket& bucket, std::vector<ReadyTensor>& ready, std::vector<CopyPiece> pieces,

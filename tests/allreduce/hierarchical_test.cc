@@ -227,5 +227,86 @@ INSTANTIATE_TEST_SUITE_P(Sizes, HierarchicalLarge,
                                                       Hierarchy::kReduceBcast}),
                          shape_name);
 
+// ---- parts: several allreduces as one pipeline ----------------------------------------------
+
+// Parts of different counts, dtypes and ops in one pipeline: each part's `before` writes its
+// inputs (so a local step that ran before it would reduce stale bytes) and its `after` copies the
+// results out (so one that ran before the last local step out would copy unfinished ones); each
+// part must end as its own hierarchical_allreduce would, on every device of every node.
+using PartsParam = std::tuple<Transport, int, int, Hierarchy>;
+class HierarchicalParts : public ::testing::TestWithParam<PartsParam> {};
+
+TEST_P(HierarchicalParts, EveryPartEndsAsItsOwnAllreduce) {
+  const auto [transport, nodes, devices, strategy] = GetParam();
+  struct Spec {
+    size_t count;
+    DataType dtype;
+    ReduceOp op;
+  };
+  const std::vector<Spec> specs = {
+      {65537, DataType::kFloat32, ReduceOp::kSum}, {0, DataType::kFloat32, ReduceOp::kSum},
+      {13, DataType::kInt32, ReduceOp::kMax},      {40000, DataType::kFloat64, ReduceOp::kAvg},
+      {1, DataType::kFloat32, ReduceOp::kProd},    {3000, DataType::kFloat16, ReduceOp::kSum}};
+  const int world = nodes * devices;
+  std::deque<testing::RankOutputs> outputs;
+  for (size_t p = 0; p < specs.size(); ++p) outputs.emplace_back(world);
+  testing::run_nodes(transport, nodes, devices, 0, [&](Context& ctx, NodeDevices& node) {
+    // memory[p][d]: part p's buffer on device d; copied[p][d]: what its `after` saw.
+    std::vector<std::vector<std::vector<unsigned char>>> memory(specs.size());
+    std::vector<std::vector<std::vector<unsigned char>>> copied(specs.size());
+    std::vector<HierarchicalPart> parts(specs.size());
+    for (size_t p = 0; p < specs.size(); ++p) {
+      const Spec& spec = specs[p];
+      const size_t bytes = spec.count * dtype_size(spec.dtype);
+      for (int d = 0; d < devices; ++d) memory[p].emplace_back(bytes + 1, 0x5A);
+      copied[p].resize(static_cast<size_t>(devices));
+      HierarchicalPart& part = parts[p];
+      for (int d = 0; d < devices; ++d) part.buffers.push_back({memory[p][d].data(), d});
+      part.count = spec.count;
+      part.dtype = spec.dtype;
+      part.op = spec.op;
+      part.before = [&, p, spec] {
+        for (int d = 0; d < devices; ++d) {
+          const auto input =
+              testing::make_input(spec.op, node.global_rank(ctx, d), spec.count, spec.dtype);
+          std::memcpy(memory[p][d].data(), input.data(), spec.count * dtype_size(spec.dtype));
+        }
+      };
+      part.after = [&, p, spec] {
+        for (int d = 0; d < devices; ++d) {
+          copied[p][d].assign(memory[p][d].begin(),
+                              memory[p][d].begin() + spec.count * dtype_size(spec.dtype));
+        }
+      };
+    }
+    HierarchyOptions options = options_for(strategy);
+    hierarchical_allreduce_parts(ctx, *node.group, parts, options);
+    for (size_t p = 0; p < specs.size(); ++p) {
+      const Spec& spec = specs[p];
+      const double tolerance = spec.op == ReduceOp::kAvg ? testing::avg_tolerance(spec.dtype) : 0.0;
+      for (int d = 0; d < devices; ++d) {
+        ASSERT_EQ(copied[p][d].size(), spec.count * dtype_size(spec.dtype)) << "part " << p;
+        const std::string bad = testing::first_mismatch(
+            copied[p][d].data(), spec.count, spec.dtype, tolerance,
+            [&](size_t i) { return testing::expected_value(spec.op, world, i); });
+        EXPECT_EQ(bad, "") << "part " << p << " node " << ctx.rank() << " device " << d;
+        EXPECT_EQ(memory[p][d].back(), 0x5A) << "past the end of part " << p;
+        outputs[p].put(node.global_rank(ctx, d), copied[p][d].data(), copied[p][d].size());
+      }
+    }
+  });
+  for (size_t p = 0; p < specs.size(); ++p) EXPECT_EQ(outputs[p].differences(), "") << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(Inproc, HierarchicalParts,
+                         ::testing::Combine(::testing::Values(Transport::kInproc),
+                                            ::testing::Values(1, 2, 3), ::testing::Values(1, 3),
+                                            ::testing::Values(Hierarchy::kReduceBcast,
+                                                              Hierarchy::kRsAg)));
+INSTANTIATE_TEST_SUITE_P(Tcp, HierarchicalParts,
+                         ::testing::Combine(::testing::Values(Transport::kTcp),
+                                            ::testing::Values(3), ::testing::Values(2),
+                                            ::testing::Values(Hierarchy::kRsAg)));
+
 }  // namespace
 }  // namespace ringd
