@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "allreduce/hierarchy_pipeline.h"
 #include "ringd/collectives.h"
 #include "ringd/error.h"
 
@@ -17,6 +18,11 @@ const char* collective_phase(CollectiveKind kind) {
     case CollectiveKind::kAllgather: return "allgather";
   }
   return "collective";
+}
+
+bool is_dgc(const Bucket& bucket, const std::vector<ReadyTensor>& ready) {
+  const TensorParams& params = ready[bucket.members[0]].tensor.params;
+  return params.dtype == DataType::kFloat32 && params.compression == Compression::kDgc;
 }
 
 // "'a', 'b', 'c', 'd' and 5 more": the members of `buckets`, for error messages.
@@ -48,12 +54,15 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
       plan_buckets(ready, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes);
   size_t b = 0;
   while (b < buckets.size()) {
-    // What runs together: one bucket, or over local devices every consecutive allreduce bucket
-    // (one pipeline, executor_hierarchy.cc).
+    // What runs together: every consecutive allreduce bucket but DGC's, as one pipeline
+    // (run_allreduces); any other bucket alone.
     std::vector<const Bucket*> batch{&buckets[b]};
-    const bool pipelined = config_.local_group && buckets[b].kind == CollectiveKind::kAllreduce;
-    while (pipelined && b + batch.size() < buckets.size() &&
-           buckets[b + batch.size()].kind == CollectiveKind::kAllreduce) {
+    const auto pipelines = [&](const Bucket& bucket) {
+      return bucket.kind == CollectiveKind::kAllreduce &&
+             (config_.local_group || !is_dgc(bucket, ready));
+    };
+    const bool pipelined = pipelines(buckets[b]);
+    while (pipelined && b + batch.size() < buckets.size() && pipelines(buckets[b + batch.size()])) {
       batch.push_back(&buckets[b + batch.size()]);
     }
     if (timeline_) {
@@ -70,7 +79,7 @@ Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& 
     std::vector<Traffic> traffic;
     try {
       if (pipelined) {
-        traffic = run_hierarchical_allreduces(batch, ready);
+        traffic = run_allreduces(batch, ready);
       } else {
         traffic.push_back(run_bucket(*batch[0], ready));
       }
@@ -101,13 +110,13 @@ Executor::Traffic Executor::run_bucket(const Bucket& bucket, std::vector<ReadyTe
   Traffic traffic;
   traffic.compressed_bytes = bucket.bytes;
   if (config_.local_group) {
-    // run() sends allreduces over local devices to run_hierarchical_allreduces, and
+    // run() sends every allreduce but DGC ones to run_allreduces, and
     // checked_params() keeps allgather and DGC off such engines: a broadcast is left.
     run_hierarchical_broadcast(bucket, ready);
     return traffic;
   }
   switch (bucket.kind) {
-    case CollectiveKind::kAllreduce: return run_allreduce(bucket, ready);
+    case CollectiveKind::kAllreduce: return run_dgc(bucket, ready);  // the others: run_allreduces
     case CollectiveKind::kBroadcast: run_broadcast(bucket, ready); break;
     case CollectiveKind::kAllgather: run_allgather(ready[bucket.members[0]]); break;
   }
@@ -129,45 +138,98 @@ void Executor::copy(const Bucket& bucket, std::vector<ReadyTensor>& ready,
   mark(bucket, ready, phase, start);
 }
 
-Executor::Traffic Executor::run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
-  const TensorParams& params = ready[bucket.members[0]].tensor.params;
-  const Compression compression =
-      params.dtype == DataType::kFloat32 ? params.compression : Compression::kNone;
-  if (compression == Compression::kDgc) return run_dgc(bucket, ready);
-  Traffic traffic;
-  traffic.compressed_bytes = bucket.bytes;
-  if (bucket.members.size() == 1 && compression == Compression::kNone) {
-    Tensor& tensor = ready[bucket.members[0]].tensor.tensor;
-    const auto start = Timeline::Clock::now();
-    allreduce(ctx_, tensor.data, tensor.data, tensor.count(), params.dtype, params.op,
-              config_.collective);
-    mark(bucket, ready, "allreduce", start);
-    return traffic;
+void* Executor::fusion_buffer(int device, int slot, size_t bytes) {
+  if (slots_.size() <= static_cast<size_t>(device)) slots_.resize(static_cast<size_t>(device) + 1);
+  return slots_[device][slot].reserve(bytes);
+}
+
+std::vector<Executor::AllreducePlan> Executor::plan_allreduces(
+    const std::vector<const Bucket*>& buckets, const std::vector<ReadyTensor>& ready, int devices,
+    bool can_copy) {
+  std::vector<AllreducePlan> plans;
+  int fused = 0;
+  for (const Bucket* bucket : buckets) {
+    const TensorParams& params = ready[bucket->members[0]].tensor.params;
+    AllreducePlan plan;
+    plan.bucket = bucket;
+    plan.compression =
+        params.dtype == DataType::kFloat32 && can_copy ? params.compression : Compression::kNone;
+    plan.wire = wire_dtype(params.dtype, plan.compression);
+    plan.wire_size = wire_element_size(params.dtype, plan.compression);
+    for (size_t i : bucket->members) plan.total += ready[i].tensor.tensor.count();
+    plan.in_place =
+        !can_copy || (bucket->members.size() == 1 && plan.compression == Compression::kNone);
+    if (!plan.in_place) plan.slot = fused++ % 2;
+    plans.push_back(plan);
   }
-  const DataType wire = wire_dtype(params.dtype, compression);
-  const size_t wire_size = wire_element_size(params.dtype, compression);
-  size_t total = 0;
-  for (size_t i : bucket.members) total += ready[i].tensor.tensor.count();
-  uint8_t* buffer = static_cast<uint8_t*>(buffer_.reserve(total * wire_size));
-  const bool convert = compression != Compression::kNone;
-  std::vector<CopyPiece> in;
-  std::vector<CopyPiece> out;
+  // Grow each slot once, to its largest bucket, before any pointer into it is taken.
+  std::array<size_t, 2> largest{0, 0};
+  for (const AllreducePlan& plan : plans) {
+    if (!plan.in_place)
+      largest[plan.slot] = std::max(largest[plan.slot], plan.total * plan.wire_size);
+  }
+  for (int d = 0; d < devices; ++d) {
+    for (int slot = 0; slot < 2; ++slot) {
+      if (largest[slot] > 0) fusion_buffer(d, slot, largest[slot]);
+    }
+  }
+  return plans;
+}
+
+void Executor::fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTensor>& ready,
+                            int devices, std::vector<CopyPiece>* in, std::vector<CopyPiece>* out) {
+  const bool convert = plan.compression != Compression::kNone;
   size_t offset = 0;
-  for (size_t i : bucket.members) {
-    Tensor& tensor = ready[i].tensor.tensor;
-    const size_t count = convert ? tensor.count() : tensor.bytes();
-    in.push_back({tensor.data, buffer + offset * wire_size, count});
-    out.push_back({buffer + offset * wire_size, tensor.data, count});
-    offset += tensor.count();
+  for (size_t i : plan.bucket->members) {
+    const PendingTensor& member = ready[i].tensor;
+    const size_t count = convert ? member.tensor.count() : member.tensor.bytes();
+    for (int d = 0; d < devices; ++d) {
+      void* data = d == 0 ? member.tensor.data : member.other_devices[d - 1];
+      uint8_t* place =
+          static_cast<uint8_t*>(fusion_buffer(d, plan.slot, 0)) + offset * plan.wire_size;
+      in->push_back({data, place, count});
+      out->push_back({place, data, count});
+    }
+    offset += member.tensor.count();
   }
-  copy(bucket, ready, std::move(in), convert ? CopyMode::kToCompressed : CopyMode::kPlain,
-       compression, "memcpy in");
-  const auto start = Timeline::Clock::now();
-  allreduce(ctx_, buffer, buffer, total, wire, params.op, config_.collective);
-  mark(bucket, ready, "allreduce", start);
-  copy(bucket, ready, std::move(out), convert ? CopyMode::kFromCompressed : CopyMode::kPlain,
-       compression, "memcpy out");
-  traffic.compressed_bytes = total * wire_size;
+}
+
+std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const Bucket*>& buckets,
+                                                        std::vector<ReadyTensor>& ready) {
+  if (config_.local_group) return run_hierarchical_allreduces(buckets, ready);
+  const std::vector<AllreducePlan> plans = plan_allreduces(buckets, ready, 1, true);
+  std::vector<Traffic> traffic(plans.size());
+  std::vector<std::vector<CopyPiece>> in(plans.size());
+  std::vector<std::vector<CopyPiece>> out(plans.size());
+  for (size_t k = 0; k < plans.size(); ++k) {
+    traffic[k].compressed_bytes = plans[k].total * plans[k].wire_size;
+    if (!plans[k].in_place) fused_pieces(plans[k], ready, 1, &in[k], &out[k]);
+  }
+  const auto mode = [](const AllreducePlan& plan, bool into) {
+    if (plan.compression == Compression::kNone) return CopyMode::kPlain;
+    return into ? CopyMode::kToCompressed : CopyMode::kFromCompressed;
+  };
+  algo::run_pipelined(
+      plans.size(),
+      [&](size_t k) {
+        if (plans[k].in_place) return;
+        copy(*plans[k].bucket, ready, std::move(in[k]), mode(plans[k], true), plans[k].compression,
+             "memcpy in");
+      },
+      [&](size_t k) {
+        const AllreducePlan& plan = plans[k];
+        const TensorParams& params = ready[plan.bucket->members[0]].tensor.params;
+        void* data = plan.in_place ? ready[plan.bucket->members[0]].tensor.tensor.data
+                                   : fusion_buffer(0, plan.slot, 0);
+        const auto start = Timeline::Clock::now();
+        allreduce(ctx_, data, data, plan.total, plan.wire, params.op, config_.collective);
+        mark(*plan.bucket, ready, "allreduce", start);
+      },
+      [&](size_t k) {
+        if (plans[k].in_place) return;
+        copy(*plans[k].bucket, ready, std::move(out[k]), mode(plans[k], false),
+             plans[k].compression, "memcpy out");
+      });
   return traffic;
 }
 
@@ -180,7 +242,7 @@ void Executor::run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& rea
     mark(bucket, ready, "broadcast", start);
     return;
   }
-  uint8_t* buffer = static_cast<uint8_t*>(buffer_.reserve(bucket.bytes));
+  uint8_t* buffer = static_cast<uint8_t*>(fusion_buffer(0, 0, bucket.bytes));
   std::vector<CopyPiece> in;
   std::vector<CopyPiece> out;
   size_t offset = 0;
@@ -223,7 +285,7 @@ void Executor::run_allgather(ReadyTensor& ready) {
               config_.collective);
   } else {
     const size_t padded = static_cast<size_t>(max_rows) * row_elements;
-    uint8_t* buffer = static_cast<uint8_t*>(buffer_.reserve(padded * element * ctx_.size()));
+    uint8_t* buffer = static_cast<uint8_t*>(fusion_buffer(0, 0, padded * element * ctx_.size()));
     uint8_t* mine = buffer + static_cast<size_t>(ctx_.rank()) * padded * element;
     if (tensor.bytes() > 0) std::memcpy(mine, tensor.data, tensor.bytes());
     allgather(ctx_, mine, buffer, padded, tensor.dtype, config_.collective);

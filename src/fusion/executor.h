@@ -1,14 +1,25 @@
-// Runs one cycle's ready tensors: the buckets of fusion_plan.h one after the other, each as
+// Runs one cycle's ready tensors: the buckets of fusion_plan.h, each as
 //
 //   memcpy in (parallel, maybe f32 -> fp16/bf16)  ->  ONE collective on the fusion buffer
 //   ->  memcpy out (parallel)  ->  complete the members' handles
 //
 // A bucket of one tensor without compression skips both copies and runs on the caller's buffer.
+// Consecutive allreduce buckets run as one pipeline (allreduce/hierarchy_pipeline.h): while
+// bucket b is on the network, a helper thread copies bucket b+1 into the fusion buffer and bucket
+// b-1 out of it, so the copies cost almost nothing on top of the network time:
+//
+//   helper:  in 0 | in 1 | ... out 0 | in 2 | ... out 1 | in 3 | ... out 2 | ... out 3
+//   caller:       | allreduce 0 ....| allreduce 1 .....| allreduce 2 .....| allreduce 3 |
+//
+// The helper copies bucket b+1 in only after bucket b-1 is out, so two fusion buffers (slots,
+// alternating between the fused buckets) are enough: memory is 2 x the fusion threshold. The
+// members' handles complete when the cycle's pipeline is done.
 // A DGC bucket (executor_dgc.cc) compresses each member into pairs or a dense part instead.
 // Every rank runs the same buckets in the same order (the ready list is identical everywhere).
 // An engine over local devices runs each bucket through the hierarchy (executor_hierarchy.cc).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <exception>
 #include <functional>
@@ -55,8 +66,27 @@ class Executor {
   void set_epoch(int epoch) { epoch_.store(epoch); }
 
  private:
+  // A bucket's allreduce as the pipelines run it.
+  struct AllreducePlan {
+    const Bucket* bucket = nullptr;
+    Compression compression = Compression::kNone;  // as applied (none unless float32)
+    DataType wire = DataType::kFloat32;
+    size_t wire_size = 4;
+    size_t total = 0;       // elements
+    bool in_place = false;  // one uncompressed member (or no host copies): its own buffers
+    int slot = 0;           // fused: the fusion buffer slot (0 or 1, alternating)
+  };
+  std::vector<AllreducePlan> plan_allreduces(const std::vector<const Bucket*>& buckets,
+                                             const std::vector<ReadyTensor>& ready, int devices,
+                                             bool can_copy);
+  // The copy pieces between a fused plan's members (on every device) and its slot.
+  void fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTensor>& ready, int devices,
+                    std::vector<CopyPiece>* in, std::vector<CopyPiece>* out);
+
   Traffic run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready);
-  Traffic run_allreduce(const Bucket& bucket, std::vector<ReadyTensor>& ready);
+  // Consecutive non-DGC allreduce buckets as one pipeline; traffic per bucket.
+  std::vector<Traffic> run_allreduces(const std::vector<const Bucket*>& buckets,
+                                      std::vector<ReadyTensor>& ready);
   Traffic run_dgc(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   compression::DgcTensorState& dgc_state(const std::string& name, size_t count);
   void run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
@@ -65,7 +95,9 @@ class Executor {
   std::vector<Traffic> run_hierarchical_allreduces(const std::vector<const Bucket*>& buckets,
                                                    std::vector<ReadyTensor>& ready);
   void run_hierarchical_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
-  void* device_fusion_buffer(int device, size_t bytes);  // device 0's is buffer_
+  // Fusion buffer `slot` (0 or 1) of `device`, at least `bytes` long (contents not kept when it
+  // grows). Broadcast, allgather and DGC use slot 0.
+  void* fusion_buffer(int device, int slot, size_t bytes);
   void copy(const Bucket& bucket, std::vector<ReadyTensor>& ready, std::vector<CopyPiece> pieces,
             CopyMode mode, Compression compression, const char* phase);
   void mark(const Bucket& bucket, std::vector<ReadyTensor>& ready, const char* phase,
@@ -74,8 +106,7 @@ class Executor {
   Context& ctx_;
   const EngineConfig& config_;
   Timeline* timeline_;
-  FusionBuffer buffer_;
-  std::vector<FusionBuffer> device_buffers_;  // over local devices: devices 1..L-1
+  std::vector<std::array<FusionBuffer, 2>> slots_;  // per device
   ParallelCopier copier_;
   std::atomic<int> epoch_{0};
   // DGC's velocity and residual per tensor name; a name whose element count changes starts over.

@@ -83,7 +83,7 @@ Executor::Traffic Executor::run_dgc(const Bucket& bucket, std::vector<ReadyTenso
   }
 
   if (!dense.empty()) {
-    float* buffer = static_cast<float*>(buffer_.reserve(dense_elements * sizeof(float)));
+    float* buffer = static_cast<float*>(fusion_buffer(0, 0, dense_elements * sizeof(float)));
     size_t offset = 0;
     for (size_t i : dense) {
       const Tensor& tensor = ready[i].tensor.tensor;
