@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "ringd/transport.h"
@@ -43,6 +44,22 @@ struct CollectiveOptions {
 // out = op over ranks of in; `count` elements of `dtype` on every rank.
 void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
                const CollectiveOptions& options = {});
+
+// One of the buffers of allreduce_list.
+struct BufferView {
+  void* data = nullptr;
+  size_t count = 0;  // elements
+};
+
+// In place, over several buffers as if they were one laid end to end, without copying them
+// together: afterwards each buffer holds op over every rank's same buffer, bitwise what one
+// allreduce of the concatenation gives. Every rank passes the same counts in the same order (a
+// different total fails with kMismatch). The ring runs on the buffers themselves (its messages
+// stop at each buffer's end); below the ring's size class (RINGD_RING_ALLREDUCE_BYTES) the buffers
+// are copied into one and allreduced there, as latency-bound sizes should. The fusion engine runs
+// its uncompressed buckets this way.
+void allreduce_list(Context& ctx, std::span<const BufferView> buffers, DataType dtype, ReduceOp op,
+                    const CollectiveOptions& options = {});
 
 // Copies root's buffer to every rank (pipelined chain). `buf` is input on root, output elsewhere.
 void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,

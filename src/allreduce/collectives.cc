@@ -184,6 +184,75 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
       });
 }
 
+void allreduce_list(Context& ctx, std::span<const BufferView> buffers, DataType dtype, ReduceOp op,
+                    const CollectiveOptions& options) {
+  size_t total = 0;
+  for (const BufferView& buffer : buffers) {
+    check_buffers("allreduce_list", ctx, buffer.data, buffer.data, buffer.count, dtype);
+    total += buffer.count;
+  }
+  if (buffers.size() == 1) {
+    allreduce(ctx, buffers[0].data, buffers[0].data, total, dtype, op, options);
+    return;
+  }
+  const size_t elem = dtype_size(dtype);
+  const algo::Resolved resolved = algo::resolve(ctx, options);
+  const bool ring = total >= static_cast<size_t>(ctx.size()) && ctx.size() > 1 &&
+                    (options.algorithm == AllreduceAlgorithm::kRing ||
+                     (options.algorithm == AllreduceAlgorithm::kAuto &&
+                      total * elem > resolved.ring_allreduce_bytes));
+  if (!ring) {
+    // Latency-bound (or a forced rd/hd): one buffer, whatever allreduce picks for it.
+    std::vector<unsigned char> joined(total * elem);
+    size_t offset = 0;
+    for (const BufferView& buffer : buffers) {
+      if (buffer.count > 0) std::memcpy(joined.data() + offset, buffer.data, buffer.count * elem);
+      offset += buffer.count * elem;
+    }
+    allreduce(ctx, joined.data(), joined.data(), total, dtype, op, options);
+    offset = 0;
+    for (const BufferView& buffer : buffers) {
+      if (buffer.count > 0) std::memcpy(buffer.data, joined.data() + offset, buffer.count * elem);
+      offset += buffer.count * elem;
+    }
+    return;
+  }
+  RINGD_CHECK_ARG(reduce_op_supported(dtype, op), "allreduce_list on rank "
+                                                      << ctx.rank() << ": op " << reduce_op_name(op)
+                                                      << " is not defined for " << dtype_name(dtype)
+                                                      << " (avg needs a floating-point type)");
+  // The same operation, signature and chunks as allreduce() of the joined buffers with the ring.
+  Operation operation{ctx, ctx.next_operation_id(), resolved};
+  operation.signature = encode_signature(
+      {CollectiveKind::kAllreduce, dtype, op, algorithm_bits(AllreduceAlgorithm::kRing), total, 0});
+  algo::PieceList pieces;
+  pieces.elem = elem;
+  pieces.starts.push_back(0);
+  for (const BufferView& buffer : buffers) {
+    pieces.bases.push_back(static_cast<char*>(buffer.data));
+    pieces.starts.push_back(pieces.starts.back() + buffer.count);
+  }
+  with_context(
+      ctx,
+      [&] {
+        const Chunks chunks(total, ctx.size());
+        algo::RingPass pass;
+        pass.pieces = &pieces;
+        pass.count = total;
+        pass.dtype = dtype;
+        pass.op = op;
+        pass.reduce_steps = ctx.size() - 1;
+        pass.copy_steps = ctx.size() - 1;
+        pass.chunks = &chunks;
+        algo::run_ring(operation, pass);
+      },
+      [&](std::ostream& os) {
+        os << "allreduce #" << operation.id << " (" << total << " x " << dtype_name(dtype) << " "
+           << reduce_op_name(op) << " in " << buffers.size() << " buffers, ring, "
+           << ctx.transport_name() << ")";
+      });
+}
+
 void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
                const CollectiveOptions& options) {
   check_buffers("broadcast", ctx, buf, buf, count, dtype);

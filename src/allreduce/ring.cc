@@ -19,7 +19,32 @@ struct Message {
   size_t count;  // elements
 };
 
+// Calls f(first, count) for the segments of elements [begin, begin + count): at most
+// segment_elems each, and none crossing a piece's end. Both neighbours cut a chunk the same way.
+template <typename F>
+void for_each_segment(size_t begin, size_t count, size_t segment_elems, const PieceList* pieces,
+                      F f) {
+  const size_t end = begin + count;
+  for (size_t first = begin; first < end;) {
+    size_t last = std::min(end, first + segment_elems);
+    if (pieces) last = std::min(last, pieces->piece_end(first));
+    f(first, last - first);
+    first = last;
+  }
+}
+
 }  // namespace
+
+char* PieceList::at(size_t first) const {
+  const size_t piece =
+      static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), first) - starts.begin()) -
+      1;
+  return bases[piece] + (first - starts[piece]) * elem;
+}
+
+size_t PieceList::piece_end(size_t first) const {
+  return *std::upper_bound(starts.begin(), starts.end(), first);
+}
 
 void run_ring(const Operation& op, const RingPass& pass) {
   Context& ctx = op.ctx;
@@ -34,10 +59,16 @@ void run_ring(const Operation& op, const RingPass& pass) {
   // Scratch: `window` receive slots for reduce steps, then (reduce-scatter only) a work buffer.
   const size_t window = std::max<size_t>(1, op.opts.segments_in_flight);
   const size_t slots_bytes = (window * segment_elems * elem + 63) / 64 * 64;
-  char* slots = static_cast<char*>(ctx.scratch(slots_bytes + (pass.work ? 0 : pass.count * elem)));
+  const bool own_work = pass.work || pass.pieces;  // else reduce-scatter works in scratch
+  char* slots = static_cast<char*>(ctx.scratch(slots_bytes + (own_work ? 0 : pass.count * elem)));
+  const PieceList* pieces = pass.pieces;
   const char* input = static_cast<const char*>(pass.input);
-  char* work = pass.work ? static_cast<char*>(pass.work) : slots + slots_bytes;
+  char* work = own_work ? static_cast<char*>(pass.work) : slots + slots_bytes;
+  auto input_ptr = [&](size_t first) -> const char* {
+    return pieces ? pieces->at(first) : input + first * elem;
+  };
   auto work_ptr = [&](int chunk, size_t first) -> char* {
+    if (pieces) return pieces->at(first);
     if (pass.result_chunk && chunk == pass.result_chunk_index) {
       return static_cast<char*>(pass.result_chunk) + (first - pass.chunks->offset(chunk)) * elem;
     }
@@ -48,11 +79,10 @@ void run_ring(const Operation& op, const RingPass& pass) {
   std::vector<Message> recvs;
   for (int s = 0; s < total_steps; ++s) {
     const int chunk = mod(rank - s - 1 + pass.shift, n);
-    const size_t begin = pass.chunks->offset(chunk), count = pass.chunks->count(chunk);
-    for (size_t k = 0; k * segment_elems < count; ++k) {
-      recvs.push_back({s, chunk, begin + k * segment_elems,
-                       std::min(segment_elems, count - k * segment_elems)});
-    }
+    for_each_segment(pass.chunks->offset(chunk), pass.chunks->count(chunk), segment_elems, pieces,
+                     [&](size_t first, size_t count) {
+                       recvs.push_back({s, chunk, first, count});
+                     });
   }
 
   std::vector<RequestPtr> sends;
@@ -64,12 +94,11 @@ void run_ring(const Operation& op, const RingPass& pass) {
   // Step 0: this rank's own first chunk, straight from the input (or work for allgather).
   {
     const int chunk = mod(rank + pass.shift, n);
-    const size_t begin = pass.chunks->offset(chunk), count = pass.chunks->count(chunk);
-    const char* source = pass.reduce_steps > 0 ? input : work;
-    for (size_t k = 0; k * segment_elems < count; ++k) {
-      send_segment(source + (begin + k * segment_elems) * elem,
-                   std::min(segment_elems, count - k * segment_elems));
-    }
+    for_each_segment(
+        pass.chunks->offset(chunk), pass.chunks->count(chunk), segment_elems, pieces,
+        [&](size_t first, size_t count) {
+          send_segment(pass.reduce_steps > 0 ? input_ptr(first) : work_ptr(chunk, first), count);
+        });
   }
 
   std::deque<RequestPtr> posted;  // receives posted ahead, front = recvs[next_wait]
@@ -91,7 +120,7 @@ void run_ring(const Operation& op, const RingPass& pass) {
     char* target = work_ptr(m.chunk, m.first);
     if (m.step < pass.reduce_steps) {
       const char* slot = slots + (i % window) * segment_elems * elem;
-      reduce_into(target, input + m.first * elem, slot, m.count, pass.dtype, pass.op);
+      reduce_into(target, input_ptr(m.first), slot, m.count, pass.dtype, pass.op);
       if (pass.op == ReduceOp::kAvg && m.step == pass.reduce_steps - 1) {
         scale_in_place(target, m.count, pass.dtype, 1.0 / n);
       }

@@ -22,11 +22,30 @@
 // order along the ring and then copied, which makes every rank's result bitwise identical.
 //
 // Each rank moves 2(n-1)/n of the buffer in each direction: bandwidth-optimal, independent of n.
+//
+// The buffer may be a list of separate pieces (allreduce_list: a fused bucket's tensors where
+// they are, without copying them together): chunks and segments are cut over the pieces laid end
+// to end as if they were one buffer, and a segment that would cross a piece's end is cut there
+// too (every rank cuts the same way), so each message lies in one piece. Elements are reduced in
+// the same order as in one buffer, so the result is bitwise the same.
 #pragma once
+
+#include <vector>
 
 #include "allreduce/plan.h"
 
 namespace ringd::algo {
+
+// Separate pieces seen as one buffer: piece i holds elements [starts[i], starts[i+1]).
+struct PieceList {
+  std::vector<char*> bases;    // piece i's memory
+  std::vector<size_t> starts;  // bases.size() + 1 entries, starts[0] = 0, non-decreasing
+  size_t elem = 0;             // element size in bytes
+
+  // Where element `first` lives, and the first element past its piece.
+  char* at(size_t first) const;
+  size_t piece_end(size_t first) const;
+};
 
 struct RingPass {
   const void* input = nullptr;   // step-0 send source and the reduce operand (reduce steps only)
@@ -41,6 +60,8 @@ struct RingPass {
   int copy_steps = 0;    // n-1 for allreduce and allgather, 0 for reduce-scatter
   int shift = 0;         // chunk index offset: reduce-scatter uses -1 so rank r ends with chunk r
   const Chunks* chunks = nullptr;
+  // Set: input and work are these pieces (in-place allreduce only; input/work/result_chunk unset).
+  const PieceList* pieces = nullptr;
 };
 
 // Runs the pass on `op.ctx` (size >= 2). For kAvg the reduced chunk is scaled by 1/n once, at the

@@ -145,7 +145,7 @@ void* Executor::fusion_buffer(int device, int slot, size_t bytes) {
 
 std::vector<Executor::AllreducePlan> Executor::plan_allreduces(
     const std::vector<const Bucket*>& buckets, const std::vector<ReadyTensor>& ready, int devices,
-    bool can_copy) {
+    bool can_copy, bool lists) {
   std::vector<AllreducePlan> plans;
   int fused = 0;
   for (const Bucket* bucket : buckets) {
@@ -157,8 +157,8 @@ std::vector<Executor::AllreducePlan> Executor::plan_allreduces(
     plan.wire = wire_dtype(params.dtype, plan.compression);
     plan.wire_size = wire_element_size(params.dtype, plan.compression);
     for (size_t i : bucket->members) plan.total += ready[i].tensor.tensor.count();
-    plan.in_place =
-        !can_copy || (bucket->members.size() == 1 && plan.compression == Compression::kNone);
+    plan.in_place = !can_copy || (plan.compression == Compression::kNone &&
+                                  (bucket->members.size() == 1 || lists));
     if (!plan.in_place) plan.slot = fused++ % 2;
     plans.push_back(plan);
   }
@@ -197,7 +197,7 @@ void Executor::fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTe
 std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const Bucket*>& buckets,
                                                         std::vector<ReadyTensor>& ready) {
   if (config_.local_group) return run_hierarchical_allreduces(buckets, ready);
-  const std::vector<AllreducePlan> plans = plan_allreduces(buckets, ready, 1, true);
+  const std::vector<AllreducePlan> plans = plan_allreduces(buckets, ready, 1, true, true);
   std::vector<Traffic> traffic(plans.size());
   std::vector<std::vector<CopyPiece>> in(plans.size());
   std::vector<std::vector<CopyPiece>> out(plans.size());
@@ -219,10 +219,20 @@ std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const 
       [&](size_t k) {
         const AllreducePlan& plan = plans[k];
         const TensorParams& params = ready[plan.bucket->members[0]].tensor.params;
-        void* data = plan.in_place ? ready[plan.bucket->members[0]].tensor.tensor.data
-                                   : fusion_buffer(0, plan.slot, 0);
         const auto start = Timeline::Clock::now();
-        allreduce(ctx_, data, data, plan.total, plan.wire, params.op, config_.collective);
+        if (plan.in_place && plan.bucket->members.size() > 1) {
+          // Uncompressed: the members where they are, one ring over all of them, no copies.
+          std::vector<BufferView> views;
+          for (size_t i : plan.bucket->members) {
+            const Tensor& tensor = ready[i].tensor.tensor;
+            views.push_back({tensor.data, tensor.count()});
+          }
+          allreduce_list(ctx_, views, plan.wire, params.op, config_.collective);
+        } else {
+          void* data = plan.in_place ? ready[plan.bucket->members[0]].tensor.tensor.data
+                                     : fusion_buffer(0, plan.slot, 0);
+          allreduce(ctx_, data, data, plan.total, plan.wire, params.op, config_.collective);
+        }
         mark(*plan.bucket, ready, "allreduce", start);
       },
       [&](size_t k) {

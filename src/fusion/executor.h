@@ -72,13 +72,15 @@ class Executor {
     Compression compression = Compression::kNone;  // as applied (none unless float32)
     DataType wire = DataType::kFloat32;
     size_t wire_size = 4;
-    size_t total = 0;       // elements
-    bool in_place = false;  // one uncompressed member (or no host copies): its own buffers
-    int slot = 0;           // fused: the fusion buffer slot (0 or 1, alternating)
+    size_t total = 0;  // elements
+    // On the members' own buffers: one uncompressed member, every uncompressed bucket of the
+    // flat engine (allreduce_list), or no host copies possible (device groups).
+    bool in_place = false;
+    int slot = 0;  // fused: the fusion buffer slot (0 or 1, alternating)
   };
   std::vector<AllreducePlan> plan_allreduces(const std::vector<const Bucket*>& buckets,
                                              const std::vector<ReadyTensor>& ready, int devices,
-                                             bool can_copy);
+                                             bool can_copy, bool lists);
   // The copy pieces between a fused plan's members (on every device) and its slot.
   void fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTensor>& ready, int devices,
                     std::vector<CopyPiece>* in, std::vector<CopyPiece>* out);

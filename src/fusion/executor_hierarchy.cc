@@ -39,7 +39,7 @@ std::vector<Executor::Traffic> Executor::run_hierarchical_allreduces(
   LocalGroup& group = *config_.local_group;
   const int devices = group.size();
   const std::vector<AllreducePlan> plans =
-      plan_allreduces(buckets, ready, devices, host_memory(group));
+      plan_allreduces(buckets, ready, devices, host_memory(group), /*lists=*/false);
   std::vector<Traffic> traffic(plans.size());
   std::vector<HierarchicalPart> parts;
   for (size_t k = 0; k < plans.size(); ++k) {

@@ -49,26 +49,36 @@ std::map<std::string, std::set<std::string>> phases_by_row(const nlohmann::json&
 
 TEST(Timeline, EveryRankWritesValidChromeTraceJson) {
   const auto dir = temp_dir();
-  const std::string pattern = (dir / "trace.%r.json").string();
-  testing::run_ranks(testing::Transport::kInproc, 2, [&](Context& ctx) {
-    EngineOptions options = testing::test_engine_options();
-    options.timeline_path = pattern;
-    Engine engine(ctx, options);
-    std::vector<testing::WorkItem> items = testing::float_items(ctx.rank(), 4, 1000);
-    for (int step = 0; step < 2; ++step) testing::run_group_step(engine, items, "layer");
-  });
-  for (int rank = 0; rank < 2; ++rank) {
-    const nlohmann::json trace = load(dir / ("trace." + std::to_string(rank) + ".json"));
-    ASSERT_TRUE(trace.is_array());
-    const auto phases = phases_by_row(trace);
-    ASSERT_TRUE(phases.count("cycles"));
-    EXPECT_TRUE(phases.at("cycles").count("cycle"));
-    EXPECT_TRUE(phases.at("cycles").count("negotiate"));
-    // t1 ran fused with the rest of its group, so it was copied in and out.
-    ASSERT_TRUE(phases.count("t1"));
-    for (const char* phase :
-         {"submitted", "negotiate", "fused", "memcpy in", "allreduce", "memcpy out", "done"}) {
-      EXPECT_TRUE(phases.at("t1").count(phase)) << "rank " << rank << " lacks " << phase;
+  // Uncompressed, a fused bucket runs on its members' buffers (allreduce_list): no copies; with
+  // fp16 its members are converted into a fusion buffer and back.
+  for (const Compression compression : {Compression::kNone, Compression::kFp16}) {
+    SCOPED_TRACE(compression_name(compression));
+    const std::string pattern = (dir / "trace.%r.json").string();
+    testing::run_ranks(testing::Transport::kInproc, 2, [&](Context& ctx) {
+      EngineOptions options = testing::test_engine_options();
+      options.timeline_path = pattern;
+      options.compression = compression;
+      Engine engine(ctx, options);
+      std::vector<testing::WorkItem> items = testing::float_items(ctx.rank(), 4, 1000);
+      for (int step = 0; step < 2; ++step) testing::run_group_step(engine, items, "layer");
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      const nlohmann::json trace = load(dir / ("trace." + std::to_string(rank) + ".json"));
+      ASSERT_TRUE(trace.is_array());
+      const auto phases = phases_by_row(trace);
+      ASSERT_TRUE(phases.count("cycles"));
+      EXPECT_TRUE(phases.at("cycles").count("cycle"));
+      EXPECT_TRUE(phases.at("cycles").count("negotiate"));
+      // t1 ran fused with the rest of its group.
+      ASSERT_TRUE(phases.count("t1"));
+      for (const char* phase : {"submitted", "negotiate", "fused", "allreduce", "done"}) {
+        EXPECT_TRUE(phases.at("t1").count(phase)) << "rank " << rank << " lacks " << phase;
+      }
+      const bool copied = compression != Compression::kNone;
+      for (const char* phase : {"memcpy in", "memcpy out"}) {
+        EXPECT_EQ(phases.at("t1").count(phase), copied ? 1u : 0u)
+            << "rank " << rank << " " << phase;
+      }
     }
   }
   std::filesystem::remove_all(dir);
