@@ -23,14 +23,18 @@ FusionKey key_of(const TensorParams& params) {
 }  // namespace
 
 std::vector<Bucket> plan_buckets(const std::vector<ReadyTensor>& ready, size_t threshold_bytes,
-                                 size_t max_tensor_bytes) {
+                                 size_t max_tensor_bytes, bool copy_free_allreduces) {
   std::vector<Bucket> buckets;
   std::map<FusionKey, size_t> open;  // key -> index of its open bucket
   for (size_t i = 0; i < ready.size(); ++i) {
     const TensorParams& params = ready[i].tensor.params;
     const size_t bytes = ready[i].tensor.tensor.bytes();
+    const bool uncompressed_allreduce =
+        params.kind == CollectiveKind::kAllreduce &&
+        (params.dtype != DataType::kFloat32 || params.compression == Compression::kNone);
+    const bool limited = !(copy_free_allreduces && uncompressed_allreduce);
     const bool fusible = params.kind != CollectiveKind::kAllgather && threshold_bytes > 0 &&
-                         (max_tensor_bytes == 0 || bytes <= max_tensor_bytes);
+                         (!limited || max_tensor_bytes == 0 || bytes <= max_tensor_bytes);
     if (fusible) {
       const FusionKey key = key_of(params);
       const auto it = open.find(key);

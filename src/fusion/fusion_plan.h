@@ -10,7 +10,9 @@
 // alone. A tensor larger than the threshold, or a threshold of 0, makes a bucket of one. So does a
 // tensor larger than `max_tensor_bytes` (when not 0): fusion saves a collective's latency, which
 // for a large tensor is less than what copying it into the buffer and back costs; alone, it runs
-// in place on the caller's memory.
+// in place on the caller's memory. With `copy_free_allreduces` (the flat engine, whose
+// uncompressed buckets run on their members' own buffers: allreduce_list) the limit applies only
+// to what is copied: compressed allreduces and broadcasts.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,6 @@ struct Bucket {
 };
 
 std::vector<Bucket> plan_buckets(const std::vector<ReadyTensor>& ready, size_t threshold_bytes,
-                                 size_t max_tensor_bytes);
+                                 size_t max_tensor_bytes, bool copy_free_allreduces = false);
 
 }  // namespace ringd::fusion

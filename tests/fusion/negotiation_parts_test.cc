@@ -196,6 +196,13 @@ TEST(FusionPlan, BucketsByKeyUpToTheThreshold) {
   // Tensors above 100 bytes run alone: only the two 40-byte broadcasts still fuse.
   EXPECT_EQ(members_of(1000, 100),
             (std::vector<std::vector<size_t>>{{0}, {1}, {2}, {3}, {4, 5}, {6}, {7}}));
+  // The flat engine's uncompressed allreduces copy nothing (allreduce_list): the limit leaves
+  // them alone (the 400-byte ones fuse as without a limit).
+  std::vector<std::vector<size_t>> copy_free;
+  for (const Bucket& bucket : plan_buckets(ready, 1000, 100, /*copy_free_allreduces=*/true)) {
+    copy_free.push_back(bucket.members);
+  }
+  EXPECT_EQ(copy_free, members_of(1000, 0));
 }
 
 }  // namespace
