@@ -89,6 +89,20 @@ void ring_gather(Context& ctx, const Operation& operation, const void* in, void*
       describe);
 }
 
+// A ring allreduce over `chunks` (reduce-scatter then allgather); the caller says where the data
+// is (input/work, or pieces).
+algo::RingPass ring_allreduce_pass(const Context& ctx, const Chunks& chunks, DataType dtype,
+                                   ReduceOp op) {
+  algo::RingPass pass;
+  pass.count = chunks.offsets.back();
+  pass.dtype = dtype;
+  pass.op = op;
+  pass.reduce_steps = ctx.size() - 1;
+  pass.copy_steps = ctx.size() - 1;
+  pass.chunks = &chunks;
+  return pass;
+}
+
 algo::AllreduceTuner& tuner_of(Context& ctx) {
   std::shared_ptr<void>& state = ctx.collective_state();
   if (!state) state = std::make_shared<algo::AllreduceTuner>();
@@ -166,15 +180,9 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
           return;
         }
         const Chunks chunks(count, ctx.size());
-        algo::RingPass pass;
+        algo::RingPass pass = ring_allreduce_pass(ctx, chunks, dtype, op);
         pass.input = in;
         pass.work = out;
-        pass.count = count;
-        pass.dtype = dtype;
-        pass.op = op;
-        pass.reduce_steps = ctx.size() - 1;
-        pass.copy_steps = ctx.size() - 1;
-        pass.chunks = &chunks;
         algo::run_ring(operation, pass);
       },
       [&](std::ostream& os) {
@@ -236,14 +244,8 @@ void allreduce_list(Context& ctx, std::span<const BufferView> buffers, DataType 
       ctx,
       [&] {
         const Chunks chunks(total, ctx.size());
-        algo::RingPass pass;
+        algo::RingPass pass = ring_allreduce_pass(ctx, chunks, dtype, op);
         pass.pieces = &pieces;
-        pass.count = total;
-        pass.dtype = dtype;
-        pass.op = op;
-        pass.reduce_steps = ctx.size() - 1;
-        pass.copy_steps = ctx.size() - 1;
-        pass.chunks = &chunks;
         algo::run_ring(operation, pass);
       },
       [&](std::ostream& os) {

@@ -299,8 +299,9 @@ const std::vector<TunableInfo>& tunable_table() {
        "fusion engine: ready tensors of one dtype/op are fused into buffers of up to this size; "
        "0 = every tensor on its own"},
       {"RINGD_FUSION_MAX_TENSOR_BYTES", "1M",
-       "fusion engine: larger tensors are not fused but run alone, in place (copying them would "
-       "cost more than the latency fusion saves); 0 = fuse any size"},
+       "fusion engine: larger tensors are not fused into a copied bucket (compressed allreduces, "
+       "broadcasts, engines over local devices) but run alone, in place; the flat engine's "
+       "uncompressed allreduces copy nothing and fuse at any size; 0 = fuse any size"},
       {"RINGD_CACHE_CAPACITY", "1024",
        "fusion engine: response-cache entries (tensors negotiated by one byte per cycle instead "
        "of a request to rank 0); 0 = no cache"},

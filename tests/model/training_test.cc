@@ -112,6 +112,20 @@ double max_relative_difference(const std::vector<float>& a, const std::vector<fl
   return worst / largest;
 }
 
+// Hooks that append each rank's parameter digest after every step to digests[rank].
+runners::TrainHooks digest_hooks(std::mutex& mutex,
+                                 std::vector<std::vector<Sha256Digest>>& digests) {
+  runners::TrainHooks hooks;
+  hooks.after_step = [&mutex, &digests](int rank, int64_t,
+                                        const std::vector<model::ParameterView>& params) {
+    Sha256 sha;
+    for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
+    std::lock_guard<std::mutex> lock(mutex);
+    digests[rank].push_back(sha.finish());
+  };
+  return hooks;
+}
+
 TEST(Training, RanksWithGlobalBatchMatchOneRankWithTheWholeBatch) {
   const runners::TrainData data = synthetic_data(1024);
   runners::TrainConfig one = base_config();
@@ -203,13 +217,7 @@ TEST(Training, LocalDevicesTrainLikeFlatRanksOfTheSameGlobalBatch) {
     devices.hierarchy = shape.strategy;
     std::mutex mutex;
     std::vector<std::vector<Sha256Digest>> digests(shape.nodes);
-    runners::TrainHooks hooks;
-    hooks.after_step = [&](int rank, int64_t, const std::vector<model::ParameterView>& params) {
-      Sha256 sha;
-      for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
-      std::lock_guard<std::mutex> lock(mutex);
-      digests[rank].push_back(sha.finish());
-    };
+    const runners::TrainHooks hooks = digest_hooks(mutex, digests);
     runners::TrainSummary summary;
     const std::vector<float> params =
         train(devices, data, shape.nodes, Transport::kInproc, hooks, &summary);
@@ -481,13 +489,7 @@ TEST(Training, DgcLearnsAndKeepsEveryRankBitwiseIdentical) {
   std::mutex mutex;
   constexpr int kRanks = 4;
   std::vector<std::vector<Sha256Digest>> digests(kRanks);
-  runners::TrainHooks hooks;
-  hooks.after_step = [&](int rank, int64_t, const std::vector<model::ParameterView>& params) {
-    Sha256 sha;
-    for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
-    std::lock_guard<std::mutex> lock(mutex);
-    digests[rank].push_back(sha.finish());
-  };
+  const runners::TrainHooks hooks = digest_hooks(mutex, digests);
   runners::TrainSummary summary;
   train(config, data, kRanks, Transport::kInproc, hooks, &summary);
   for (int rank = 1; rank < kRanks; ++rank) {
