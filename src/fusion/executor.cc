@@ -210,37 +210,42 @@ std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const 
     if (plan.compression == Compression::kNone) return CopyMode::kPlain;
     return into ? CopyMode::kToCompressed : CopyMode::kFromCompressed;
   };
-  algo::run_pipelined(
-      plans.size(),
-      [&](size_t k) {
-        if (plans[k].in_place) return;
-        copy(*plans[k].bucket, ready, std::move(in[k]), mode(plans[k], true), plans[k].compression,
-             "memcpy in");
-      },
-      [&](size_t k) {
-        const AllreducePlan& plan = plans[k];
-        const TensorParams& params = ready[plan.bucket->members[0]].tensor.params;
-        const auto start = Timeline::Clock::now();
-        if (plan.in_place && plan.bucket->members.size() > 1) {
-          // Uncompressed: the members where they are, one ring over all of them, no copies.
-          std::vector<BufferView> views;
-          for (size_t i : plan.bucket->members) {
-            const Tensor& tensor = ready[i].tensor.tensor;
-            views.push_back({tensor.data, tensor.count()});
-          }
-          allreduce_list(ctx_, views, plan.wire, params.op, config_.collective);
-        } else {
-          void* data = plan.in_place ? ready[plan.bucket->members[0]].tensor.tensor.data
-                                     : fusion_buffer(0, plan.slot, 0);
-          allreduce(ctx_, data, data, plan.total, plan.wire, params.op, config_.collective);
-        }
-        mark(*plan.bucket, ready, "allreduce", start);
-      },
-      [&](size_t k) {
-        if (plans[k].in_place) return;
-        copy(*plans[k].bucket, ready, std::move(out[k]), mode(plans[k], false),
-             plans[k].compression, "memcpy out");
-      });
+  const auto copy_in = [&](size_t k) {
+    if (plans[k].in_place) return;
+    copy(*plans[k].bucket, ready, std::move(in[k]), mode(plans[k], true), plans[k].compression,
+         "memcpy in");
+  };
+  const auto collective = [&](size_t k) {
+    const AllreducePlan& plan = plans[k];
+    const TensorParams& params = ready[plan.bucket->members[0]].tensor.params;
+    const auto start = Timeline::Clock::now();
+    if (plan.in_place && plan.bucket->members.size() > 1) {
+      // Uncompressed: the members where they are, one ring over all of them, no copies.
+      std::vector<BufferView> views;
+      for (size_t i : plan.bucket->members) {
+        const Tensor& tensor = ready[i].tensor.tensor;
+        views.push_back({tensor.data, tensor.count()});
+      }
+      allreduce_list(ctx_, views, plan.wire, params.op, config_.collective);
+    } else {
+      void* data = plan.in_place ? ready[plan.bucket->members[0]].tensor.tensor.data
+                                 : fusion_buffer(0, plan.slot, 0);
+      allreduce(ctx_, data, data, plan.total, plan.wire, params.op, config_.collective);
+    }
+    mark(*plan.bucket, ready, "allreduce", start);
+  };
+  const auto copy_out = [&](size_t k) {
+    if (plans[k].in_place) return;
+    copy(*plans[k].bucket, ready, std::move(out[k]), mode(plans[k], false), plans[k].compression,
+         "memcpy out");
+  };
+  const bool copies = std::any_of(plans.begin(), plans.end(),
+                                  [](const AllreducePlan& plan) { return !plan.in_place; });
+  if (copies) {
+    algo::run_pipelined(plans.size(), copy_in, collective, copy_out);
+  } else {
+    for (size_t k = 0; k < plans.size(); ++k) collective(k);  // nothing to overlap: no thread
+  }
   return traffic;
 }
 
