@@ -113,6 +113,17 @@ struct TestProfile {
   ~TestProfile() { std::filesystem::remove(path); }
 };
 
+// Every rank's summary of `config` replayed on `ranks` inproc ranks.
+std::vector<runners::ReplaySummary> replay_on_ranks(const runners::ReplayConfig& config,
+                                                    int ranks) {
+  const model::GradientProfile profile = model::load_gradient_profile(config.profile);
+  std::vector<runners::ReplaySummary> summaries(static_cast<size_t>(ranks));
+  testing::run_ranks(testing::Transport::kInproc, ranks, [&](Context& ctx) {
+    summaries[ctx.rank()] = runners::run_replay_rank(ctx, config, profile);
+  });
+  return summaries;
+}
+
 // A made-up profile on 3 inproc ranks: every gradient of the last step is checked, and the
 // steady-state steps run from the response cache without a round to rank 0.
 TEST(ReplayRun, SmallProfileOnThreeRanks) {
@@ -124,11 +135,7 @@ TEST(ReplayRun, SmallProfileOnThreeRanks) {
   config.warmup_steps = 1;
   config.baseline_iters = 1;
   config.check = true;
-  const model::GradientProfile profile = model::load_gradient_profile(config.profile);
-  std::vector<runners::ReplaySummary> summaries(3);
-  testing::run_ranks(testing::Transport::kInproc, 3, [&](Context& ctx) {
-    summaries[ctx.rank()] = runners::run_replay_rank(ctx, config, profile);
-  });
+  const std::vector<runners::ReplaySummary> summaries = replay_on_ranks(config, 3);
   const runners::ReplaySummary& s = summaries[0];
   EXPECT_EQ(s.wrong, 0);
   ASSERT_EQ(s.steps.size(), 3u);
@@ -158,11 +165,7 @@ TEST(ReplayRun, OverLocalDevicesEveryDeviceGetsTheGlobalAverage) {
     config.check = true;
     config.local_devices = 3;
     config.hierarchy = strategy;
-    const model::GradientProfile profile = model::load_gradient_profile(config.profile);
-    std::vector<runners::ReplaySummary> summaries(2);
-    testing::run_ranks(testing::Transport::kInproc, 2, [&](Context& ctx) {
-      summaries[ctx.rank()] = runners::run_replay_rank(ctx, config, profile);
-    });
+    const std::vector<runners::ReplaySummary> summaries = replay_on_ranks(config, 2);
     const runners::ReplaySummary& s = summaries[0];
     EXPECT_EQ(s.wrong, 0) << hierarchy_name(strategy);
     EXPECT_GT(s.one_buffer_ms, 0);
