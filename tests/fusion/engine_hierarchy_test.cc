@@ -268,5 +268,42 @@ TEST(EngineOverDevices, NodesWithDifferentDeviceCountsFailToStart) {
   }
 }
 
+// A node that fails in the middle of a run (its context aborted, as a crash's closed connections
+// would): every other node's pending handles fail within the timeout with kPeerLost naming it,
+// and later submissions throw the same. Nothing hangs.
+TEST(EngineOverDevices, ANodeThatFailsMidRunFailsEveryPendingHandleOnTheOthers) {
+  const testing::RankErrors errors = testing::run_nodes_collect(
+      Transport::kInproc, 3, [](int) { return 2; }, 0,
+      [&](Context& ctx, NodeDevices& node) {
+        EngineOptions options = testing::test_engine_options();
+        options.local_group = node.group.get();
+        Engine engine(ctx, options);
+        NodeTensors tensors(2, ctx.rank() * 2);
+        std::vector<Handle> first;
+        for (size_t t = 0; t < tensors.counts.size(); ++t) {
+          first.push_back(engine.submit(tensors.allreduce(t, ReduceOp::kSum)));
+        }
+        for (Handle& handle : first) handle.wait();
+        if (ctx.rank() == 2) {
+          ctx.abort("node 2 failed (test)");
+          return;
+        }
+        std::vector<Handle> second;
+        for (size_t t = 0; t < tensors.counts.size(); ++t) {
+          second.push_back(engine.submit(tensors.allreduce(t, ReduceOp::kSum)));
+        }
+        for (Handle& handle : second) {
+          const Error error = testing::expect_error([&] { handle.wait(); });
+          EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
+          EXPECT_NE(std::string(error.what()).find("rank 2"), std::string::npos) << error.what();
+        }
+        const Error later =
+            testing::expect_error([&] { engine.submit(tensors.allreduce(0, ReduceOp::kSum)); });
+        EXPECT_EQ(later.code(), ErrorCode::kPeerLost) << later.what();
+      },
+      std::chrono::seconds(10));
+  EXPECT_EQ(errors.first(), nullptr);
+}
+
 }  // namespace
 }  // namespace ringd
