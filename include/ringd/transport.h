@@ -77,6 +77,9 @@ class Context {
   // Scratch memory reused across collectives (grows, never shrinks). At least `bytes` long,
   // 64-byte aligned.
   void* scratch(size_t bytes);
+  // The same kind of memory, for code around a collective rather than inside one (allreduce_list
+  // joins small buffers here, then allreduces them, which uses scratch()).
+  void* staging(size_t bytes);
 
   // State the collectives keep per context (the allreduce tuner's measurements); theirs to create.
   std::shared_ptr<void>& collective_state() { return collective_state_; }
@@ -90,8 +93,14 @@ class Context {
   std::chrono::milliseconds timeout_;
   uint64_t operation_id_ = 0;
   std::string abort_reason_;
-  std::unique_ptr<unsigned char, void (*)(void*)> scratch_{nullptr, nullptr};
-  size_t scratch_bytes_ = 0;
+  // 64-byte aligned memory that grows to the largest request and is kept.
+  struct GrowingBuffer {
+    std::unique_ptr<unsigned char, void (*)(void*)> memory{nullptr, nullptr};
+    size_t bytes = 0;
+    void* reserve(size_t wanted, int rank, const char* what);
+  };
+  GrowingBuffer scratch_;
+  GrowingBuffer staging_;
   std::shared_ptr<void> collective_state_;
 };
 

@@ -210,17 +210,18 @@ void allreduce_list(Context& ctx, std::span<const BufferView> buffers, DataType 
                      (options.algorithm == AllreduceAlgorithm::kAuto &&
                       total * elem > resolved.ring_allreduce_bytes));
   if (!ring) {
-    // Latency-bound (or a forced rd/hd): one buffer, whatever allreduce picks for it.
-    std::vector<unsigned char> joined(total * elem);
+    // Latency-bound (or a forced rd/hd): one buffer, whatever allreduce picks for it, in the
+    // context's staging memory (kept between calls: the engine does this every cycle).
+    unsigned char* joined = static_cast<unsigned char*>(ctx.staging(total * elem));
     size_t offset = 0;
     for (const BufferView& buffer : buffers) {
-      if (buffer.count > 0) std::memcpy(joined.data() + offset, buffer.data, buffer.count * elem);
+      if (buffer.count > 0) std::memcpy(joined + offset, buffer.data, buffer.count * elem);
       offset += buffer.count * elem;
     }
-    allreduce(ctx, joined.data(), joined.data(), total, dtype, op, options);
+    allreduce(ctx, joined, joined, total, dtype, op, options);
     offset = 0;
     for (const BufferView& buffer : buffers) {
-      if (buffer.count > 0) std::memcpy(buffer.data, joined.data() + offset, buffer.count * elem);
+      if (buffer.count > 0) std::memcpy(buffer.data, joined + offset, buffer.count * elem);
       offset += buffer.count * elem;
     }
     return;

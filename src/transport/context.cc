@@ -50,18 +50,23 @@ void Context::check_usable() const {
   }
 }
 
-void* Context::scratch(size_t bytes) {
-  if (bytes > scratch_bytes_ || !scratch_) {
-    const size_t rounded = ((bytes + 63) / 64) * 64 + 64;
-    void* memory = std::aligned_alloc(64, rounded);
-    if (!memory)
-      RINGD_THROW(
-          kIo, "rank " << rank_ << ": cannot allocate " << rounded << " bytes of scratch memory");
-    scratch_ = std::unique_ptr<unsigned char, void (*)(void*)>(static_cast<unsigned char*>(memory),
-                                                               std::free);
-    scratch_bytes_ = rounded;
+void* Context::GrowingBuffer::reserve(size_t wanted, int rank, const char* what) {
+  if (wanted > bytes || !memory) {
+    const size_t rounded = ((wanted + 63) / 64) * 64 + 64;
+    void* fresh = std::aligned_alloc(64, rounded);
+    if (!fresh) {
+      RINGD_THROW(kIo, "rank " << rank << ": cannot allocate " << rounded << " bytes of " << what
+                               << " memory");
+    }
+    memory = std::unique_ptr<unsigned char, void (*)(void*)>(static_cast<unsigned char*>(fresh),
+                                                             std::free);
+    bytes = rounded;
   }
-  return scratch_.get();
+  return memory.get();
 }
+
+void* Context::scratch(size_t bytes) { return scratch_.reserve(bytes, rank_, "scratch"); }
+
+void* Context::staging(size_t bytes) { return staging_.reserve(bytes, rank_, "staging"); }
 
 }  // namespace ringd
