@@ -44,7 +44,13 @@ void add_local_device_options(CLI::App& app, int* devices, std::string* hierarch
       ->check(CLI::IsMember({"reduce-bcast", "rs-ag"}));
 }
 
-Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text) {
+Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text,
+                          const std::optional<Compression>& compression) {
+  if (devices > 1 && compression == Compression::kDgc) {
+    throw CLI::ValidationError("--compression",
+                               "dgc does not run over local devices yet; use --local-devices 1 "
+                               "with dgc");
+  }
   if (hierarchy_text.empty()) return kDefaultHierarchy;
   if (devices == 1) {
     throw CLI::ValidationError("--hierarchy",

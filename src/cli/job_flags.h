@@ -2,9 +2,11 @@
 // and how they connect. Kept as one block so the commands cannot drift apart.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "job/topology.h"
+#include "ringd/engine.h"
 #include "ringd/hierarchy.h"
 
 namespace CLI {
@@ -20,8 +22,10 @@ void add_job_options(CLI::App& app, job::TopologyFlags* topology, std::string* i
 
 // --local-devices L --hierarchy H (train, bench replay): this process is one node whose fusion
 // engine runs over L devices (EngineOptions::local_group). The hierarchy is kept as text; after
-// parsing, local_hierarchy() turns it into the strategy (throws CLI::ValidationError).
+// parsing, local_hierarchy() turns it into the strategy and refuses what cannot run over
+// devices (--hierarchy without them, dgc over them), throwing CLI::ValidationError.
 void add_local_device_options(CLI::App& app, int* devices, std::string* hierarchy_text);
-Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text);
+Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text,
+                          const std::optional<Compression>& compression);
 
 }  // namespace ringd::cli

@@ -182,12 +182,7 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
     if (!config->fusion && config->fusion_threshold_bytes) {
       throw CLI::ValidationError("--fusion-threshold", "contradicts --no-fusion");
     }
-    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy);
-    if (config->local_devices > 1 && config->compression == Compression::kDgc) {
-      throw CLI::ValidationError("--compression",
-                                 "dgc does not run over local devices yet; use "
-                                 "--local-devices 1 with dgc");
-    }
+    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression);
   });
   *exit_code = code < 0 ? 0 : code;
   return code < 0;

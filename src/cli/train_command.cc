@@ -275,16 +275,11 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
         throw CLI::ValidationError("--compression", "applies to --mode allreduce only");
       }
     }
-    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy);
+    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression);
     if (config->local_devices > 1 && config->mode == runners::SyncMode::kPs) {
       throw CLI::ValidationError("--local-devices",
                                  "applies to --mode allreduce only (parameter "
                                  "servers have no step inside the node)");
-    }
-    if (config->local_devices > 1 && config->compression == Compression::kDgc) {
-      throw CLI::ValidationError("--compression",
-                                 "dgc does not run over local devices yet; use "
-                                 "--local-devices 1 with dgc");
     }
     if (config->model == "mlp") {
       const int ranks_here =
