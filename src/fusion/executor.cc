@@ -177,22 +177,40 @@ std::vector<Executor::AllreducePlan> Executor::plan_allreduces(
   return plans;
 }
 
+std::vector<DeviceBuffer> device_buffers(const ReadyTensor& ready) {
+  std::vector<DeviceBuffer> buffers{{ready.tensor.tensor.data, 0}};
+  for (size_t d = 0; d < ready.tensor.other_devices.size(); ++d) {
+    buffers.push_back({ready.tensor.other_devices[d], static_cast<int>(d + 1)});
+  }
+  return buffers;
+}
+
 void Executor::fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTensor>& ready,
                             int devices, std::vector<CopyPiece>* in, std::vector<CopyPiece>* out) {
   const bool convert = plan.compression != Compression::kNone;
   size_t offset = 0;
   for (size_t i : plan.bucket->members) {
-    const PendingTensor& member = ready[i].tensor;
-    const size_t count = convert ? member.tensor.count() : member.tensor.bytes();
+    const Tensor& tensor = ready[i].tensor.tensor;
+    const size_t count = convert ? tensor.count() : tensor.bytes();
+    const std::vector<DeviceBuffer> buffers = device_buffers(ready[i]);
     for (int d = 0; d < devices; ++d) {
-      void* data = d == 0 ? member.tensor.data : member.other_devices[d - 1];
       uint8_t* place =
           static_cast<uint8_t*>(fusion_buffer(d, plan.slot, 0)) + offset * plan.wire_size;
-      in->push_back({data, place, count});
-      out->push_back({place, data, count});
+      in->push_back({buffers[d].data, place, count});
+      out->push_back({place, buffers[d].data, count});
     }
-    offset += member.tensor.count();
+    offset += tensor.count();
   }
+}
+
+void Executor::copy_plan(const AllreducePlan& plan, std::vector<ReadyTensor>& ready,
+                         std::vector<CopyPiece> pieces, bool into) {
+  CopyMode mode = CopyMode::kPlain;
+  if (plan.compression != Compression::kNone) {
+    mode = into ? CopyMode::kToCompressed : CopyMode::kFromCompressed;
+  }
+  copy(*plan.bucket, ready, std::move(pieces), mode, plan.compression,
+       into ? "memcpy in" : "memcpy out");
 }
 
 std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const Bucket*>& buckets,
@@ -206,14 +224,8 @@ std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const 
     traffic[k].compressed_bytes = plans[k].total * plans[k].wire_size;
     if (!plans[k].in_place) fused_pieces(plans[k], ready, 1, &in[k], &out[k]);
   }
-  const auto mode = [](const AllreducePlan& plan, bool into) {
-    if (plan.compression == Compression::kNone) return CopyMode::kPlain;
-    return into ? CopyMode::kToCompressed : CopyMode::kFromCompressed;
-  };
   const auto copy_in = [&](size_t k) {
-    if (plans[k].in_place) return;
-    copy(*plans[k].bucket, ready, std::move(in[k]), mode(plans[k], true), plans[k].compression,
-         "memcpy in");
+    if (!plans[k].in_place) copy_plan(plans[k], ready, std::move(in[k]), /*into=*/true);
   };
   const auto collective = [&](size_t k) {
     const AllreducePlan& plan = plans[k];
@@ -235,9 +247,7 @@ std::vector<Executor::Traffic> Executor::run_allreduces(const std::vector<const 
     mark(*plan.bucket, ready, "allreduce", start);
   };
   const auto copy_out = [&](size_t k) {
-    if (plans[k].in_place) return;
-    copy(*plans[k].bucket, ready, std::move(out[k]), mode(plans[k], false), plans[k].compression,
-         "memcpy out");
+    if (!plans[k].in_place) copy_plan(plans[k], ready, std::move(out[k]), /*into=*/false);
   };
   const bool copies = std::any_of(plans.begin(), plans.end(),
                                   [](const AllreducePlan& plan) { return !plan.in_place; });

@@ -37,6 +37,9 @@
 
 namespace ringd::fusion {
 
+// A tensor's buffer on every device, in device order (one without local devices).
+std::vector<DeviceBuffer> device_buffers(const ReadyTensor& ready);
+
 class Executor {
  public:
   // Called once per tensor (error null = success). It must reset the tensor's handle.
@@ -84,6 +87,9 @@ class Executor {
   // The copy pieces between a fused plan's members (on every device) and its slot.
   void fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTensor>& ready, int devices,
                     std::vector<CopyPiece>* in, std::vector<CopyPiece>* out);
+  // Runs a fused plan's copy into its slot (`into`) or out of it, converting for fp16/bf16.
+  void copy_plan(const AllreducePlan& plan, std::vector<ReadyTensor>& ready,
+                 std::vector<CopyPiece> pieces, bool into);
 
   Traffic run_bucket(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   // Consecutive non-DGC allreduce buckets as one pipeline; traffic per bucket.

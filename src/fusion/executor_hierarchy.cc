@@ -21,15 +21,6 @@
 namespace ringd::fusion {
 namespace {
 
-// The member's buffer on every device, in device order.
-std::vector<DeviceBuffer> device_buffers(const ReadyTensor& ready) {
-  std::vector<DeviceBuffer> buffers{{ready.tensor.tensor.data, 0}};
-  for (size_t d = 0; d < ready.tensor.other_devices.size(); ++d) {
-    buffers.push_back({ready.tensor.other_devices[d], static_cast<int>(d + 1)});
-  }
-  return buffers;
-}
-
 bool host_memory(const LocalGroup& group) { return group.staging_piece_bytes() == SIZE_MAX; }
 
 }  // namespace
@@ -66,19 +57,10 @@ std::vector<Executor::Traffic> Executor::run_hierarchical_allreduces(
     auto in = std::make_shared<std::vector<CopyPiece>>();
     auto out = std::make_shared<std::vector<CopyPiece>>();
     fused_pieces(plan, ready, devices, in.get(), out.get());
-    const bool convert = plan.compression != Compression::kNone;
-    const Compression compression = plan.compression;
-    const Bucket& bucket = *plan.bucket;
     // On the pipeline's local thread: the copy into this bucket's slot overlaps the network step
     // of the bucket before, the copy out that of the bucket after.
-    part.before = [this, &bucket, &ready, in, convert, compression] {
-      copy(bucket, ready, std::move(*in), convert ? CopyMode::kToCompressed : CopyMode::kPlain,
-           compression, "memcpy in");
-    };
-    part.after = [this, &bucket, &ready, out, convert, compression] {
-      copy(bucket, ready, std::move(*out), convert ? CopyMode::kFromCompressed : CopyMode::kPlain,
-           compression, "memcpy out");
-    };
+    part.before = [this, &plan, &ready, in] { copy_plan(plan, ready, std::move(*in), true); };
+    part.after = [this, &plan, &ready, out] { copy_plan(plan, ready, std::move(*out), false); };
     parts.push_back(std::move(part));
   }
   const auto start = Timeline::Clock::now();
