@@ -23,6 +23,9 @@ extern char** environ;
 namespace ringd::launcher {
 namespace {
 
+// How long terminate() lets a session leader exit by itself once its other members have ended.
+constexpr std::chrono::milliseconds kLeaderOwnExit(1000);
+
 // The pids that ChildProcess reaper threads wait for. spawn() holds the mutex from fork() until the
 // new pid is in the set, and a reaper thread removes its pid only after waitpid() returned it;
 // reap_orphans() looks a zombie up and reaps it under the same mutex. So it never takes a tracked
@@ -333,10 +336,17 @@ void ChildProcess::terminate(std::chrono::milliseconds grace) {
     // The session's other members first, for up to half the grace: a daemon's workers (orted's
     // ranks) then end while their daemon still serves them. An orted that got SIGTERM at the same
     // time would exit at once and leave its ranks hanging in MPI_Finalize until killed.
+    // Once they are gone the leader gets a moment to notice and exit on its own (a shell's
+    // `wait` returning, orted seeing its ranks end) before it is signalled too.
     const Clock::time_point members_deadline = Clock::now() + grace / 2;
-    while (!exited_.load() && Clock::now() < members_deadline &&
-           !session_members(pid_, pid_).empty()) {
-      wait_for_exit(std::chrono::milliseconds(50));
+    Clock::time_point leader_deadline = members_deadline;
+    bool members_gone = false;
+    while (!exited_.load() && Clock::now() < std::min(members_deadline, leader_deadline)) {
+      if (!members_gone && session_members(pid_, pid_).empty()) {
+        members_gone = true;
+        leader_deadline = Clock::now() + kLeaderOwnExit;
+      }
+      wait_for_exit(std::chrono::milliseconds(50));  // returns at once when the leader exits
     }
   }
   signal(SIGTERM);
