@@ -7,6 +7,7 @@
 #   bench/cluster.sh exec I CMD... run CMD inside node I's namespace, with TMPDIR set as
 #                                  bench/netns_rsh.sh sets it (so mpirun can run there)
 #   bench/cluster.sh status        namespaces, bridge ports and qdiscs
+#   bench/cluster.sh burst RATE    the tbf burst (bytes) that up would give every port at RATE
 #
 # RATE is a tc rate: 100mbit, 1gbit, 10gbit, ...
 #
@@ -14,7 +15,8 @@
 # benchmark's: RINGD_CLUSTER_NODE_PREFIX (namespaces, default ringd-node), RINGD_CLUSTER_PORT_PREFIX
 # (bridge ports, default ringd-v; at most 12 characters), RINGD_CLUSTER_BRIDGE (default ringd-br0),
 # RINGD_CLUSTER_SUBNET (the first three octets, default 10.77.0). tests/integration/
-# launcher_netns_test.py uses them.
+# launcher_netns_test.py uses them. RINGD_TBF_BURST=BYTES replaces the tbf burst chosen below (an
+# arena with more or less burst credit: a result must not depend on it).
 #
 #              root namespace                          namespace ringd-node<i>
 #   ringd-br0 (bridge, no address) ── ringd-v<i> ══ veth ══ eth0  10.77.0.<i+1>/24
@@ -47,7 +49,7 @@ port_name() { echo "$PORT_PREFIX$1"; }
 node_address() { echo "$SUBNET.$(($1 + 1))"; }
 
 usage() {
-  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -75,8 +77,17 @@ rate_bits() {
   esac
 }
 
-# tbf burst in bytes: one millisecond at RATE, at least 64 KiB (one GSO packet).
+# tbf burst in bytes: one millisecond at RATE, at least 64 KiB (one GSO packet), unless
+# RINGD_TBF_BURST says otherwise.
 tbf_burst() {
+  if [[ -n ${RINGD_TBF_BURST:-} ]]; then
+    if ! [[ $RINGD_TBF_BURST =~ ^[0-9]+$ ]] || ((RINGD_TBF_BURST < 1600)); then
+      echo "cluster: RINGD_TBF_BURST must be a byte count of at least 1600, got '$RINGD_TBF_BURST'" >&2
+      exit 2
+    fi
+    echo "$RINGD_TBF_BURST"
+    return
+  fi
   local bytes=$(($(rate_bits "$1") / 8 / 1000))
   ((bytes < 65536)) && bytes=65536
   echo "$bytes"
@@ -177,5 +188,9 @@ case $command in
     exec ip netns exec "$(node_name "$1")" env TMPDIR="$tmpdir" "${@:2}"
     ;;
   status) status ;;
+  burst)
+    [[ $# -eq 1 ]] || usage
+    tbf_burst "$1"
+    ;;
   *) usage ;;
 esac

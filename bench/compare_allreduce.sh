@@ -3,14 +3,19 @@
 #
 #   bench/compare_allreduce.sh [--nodes N] [--rate RATE] [--iters K] [--repeat R] [--out DIR]
 #                              [--wait-idle PCT] [--systems LIST] [--build-dir DIR]
+#                              [--burst BYTES] [--stat median|min]
 #
 #   --nodes N       emulated nodes, one rank each (default 4; at least 2)
 #   --rate RATE     tc rate of every port: 1gbit, 10gbit, ... (default 1gbit)
 #   --iters K       timed iterations at 256K..1M; 5K below, K/2 at 4M..16M, K/5 at 64M (default 20)
 #   --out DIR       results: <system>.jsonl, logs, line*.json, table.md, allreduce_busbw.png
 #                   (default /tmp/ringd-compare-RATE-nN)
-#   --repeat R      sweep every system R times, interleaved by band; the table keeps each size's
-#                   fastest round (default 3; the .jsonl files keep every round)
+#   --repeat R      sweep every system R times, interleaved by band (default 3; the .jsonl files
+#                   keep every round)
+#   --stat S        what the table shows of each size's rounds: median (default) or min (the
+#                   fastest round, what the tables before issue 18 showed)
+#   --burst BYTES   tbf burst of every port (default bench/cluster.sh's: 1 ms at the rate, at least
+#                   64 KiB); e.g. 125000 and 256000 at 1gbit, the two arenas of issue 18
 #   --wait-idle PCT before each band of sizes, wait (up to 5 min) until the CPUs are at least
 #                   PCT% idle over 1 s: on a shared machine other work is the main source of noise
 #                   (default 0: never wait)
@@ -43,12 +48,14 @@ rate=1gbit
 iters=20
 repeat=3
 wait_idle=0
+stat=median
+burst=
 out=
 systems=line,ringd-tcp,ringd-mpi,openmpi,gloo,gloo-hd
 build_dir=${RINGD_BUILD_DIR:-build}
 
 usage() {
-  sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -61,6 +68,8 @@ while [[ $# -gt 0 ]]; do
     --out) out=${2:?}; shift 2 ;;
     --systems) systems=${2:?}; shift 2 ;;
     --build-dir) build_dir=${2:?}; shift 2 ;;
+    --stat) stat=${2:?}; shift 2 ;;
+    --burst) burst=${2:?}; shift 2 ;;
     -h | --help) usage ;;
     *) echo "compare: unknown argument '$1'" >&2; usage ;;
   esac
@@ -69,6 +78,11 @@ check_number --nodes "$nodes" 2 250
 check_number --iters "$iters" 1 1000000
 check_number --repeat "$repeat" 1 100
 check_number --wait-idle "$wait_idle" 0 100
+[[ $stat == median || $stat == min ]] || { echo "compare: --stat must be median or min, got '$stat'" >&2; exit 2; }
+if [[ -n $burst ]]; then
+  check_number --burst "$burst" 1600 1000000000
+  export RINGD_TBF_BURST=$burst
+fi
 out=${out:-/tmp/ringd-compare-$rate-n$nodes}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
 wants() { [[ ,$systems, == *,$1,* ]]; }
@@ -88,7 +102,7 @@ work=$(mktemp -d /tmp/ringd-compare.XXXXXX)
 bench_cleanup_extra() { rm -rf "$work"; }
 cluster_up
 write_meta "bench/compare_allreduce.sh $*" "nodes=$nodes" "rate=$rate" "iters=$iters" \
-  "repeat=$repeat" "wait_idle_percent=$wait_idle"
+  "repeat=$repeat" "wait_idle_percent=$wait_idle" "stat=$stat" "tbf_burst=$(bench/cluster.sh burst "$rate")"
 hostfile=$out/hostfile
 rm -f "$out/idle.log"
 write_hostfile "$hostfile" 1
@@ -173,8 +187,8 @@ done
 for name in "${sweeps[@]}"; do rm -f "$out/$name.jsonl" "$out/$name.log"; done
 # Every band runs all systems back to back, and the rounds repeat that: the speed of this machine
 # drifts by tens of percent over minutes (other work, other VMs on the host), and this way a drift
-# hits every system at the same sizes instead of one system's whole sweep. The table keeps each
-# size's fastest round.
+# hits every system at the same sizes instead of one system's whole sweep. The table shows each
+# size's median round (or fastest, --stat min).
 for ((round = 1; round <= repeat; round++)); do
   for band in "${bands[@]}"; do
     read -r min max n warm <<<"$band"
@@ -190,7 +204,7 @@ finish_meta
 
 # ---- table and plot ----
 find_plot_python
-plot_args=(--dir "$out" --rate "$rate" --table "$out/table.md" --png "$out/allreduce_busbw.png")
+plot_args=(--dir "$out" --rate "$rate" --stat "$stat" --table "$out/table.md" --png "$out/allreduce_busbw.png")
 [[ -n $line_gbps ]] && plot_args+=(--line-GBps "$line_gbps")
 "$plot_python" bench/plot_allreduce.py "${plot_args[@]}"
 log "results in $out (table.md, allreduce_busbw.png, *.jsonl, *.log)"

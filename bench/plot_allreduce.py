@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Side-by-side table and busbw plot of the allreduce sweeps in one compare_allreduce.sh run.
 
-    bench/plot_allreduce.py --dir DIR [--rate 1gbit] [--line-GBps 0.119]
+    bench/plot_allreduce.py --dir DIR [--rate 1gbit] [--line-GBps 0.119] [--stat median|min]
                             [--table DIR/table.md] [--png DIR/allreduce_busbw.png] [--title T]
 
 Reads every DIR/<system>.jsonl (one JSON object per size, the keys of `ringd bench --json`:
 op bytes count dtype redop ranks transport time_us algbw_GBps busbw_GBps wrong) and, if present,
-DIR/line_summary.json. A file may hold several rounds of the same sweep: each size keeps its
-fastest round. Systems whose name starts with "ringd" are ringd; every other one is a
+DIR/line_summary.json. A file may hold several rounds of the same sweep: each size shows its
+median round (--stat median, the default; the lower middle one of an even count) or its fastest
+(--stat min), and with several rounds the range of their times. Systems whose name starts with "ringd" are ringd; every other one is a
 reference. Per size the table shows each system's time and busbw, then
   busbw ringd/best other: the best ringd busbw over the best reference busbw (> 1: ringd ahead),
   time ringd/min(MPI,Gloo): the best ringd time over the best reference time (< 1: ringd ahead;
@@ -30,28 +31,32 @@ KNOWN = [
 ]
 
 
-def load_system(path):
-    """Per size, the fastest of the rounds in the file (other work on a shared machine only ever
-    slows a round down), with "rounds" = how many rounds measured that size."""
-    rows = {}
+def load_system(path, stat="median"):
+    """Per size, the median round in the file (stat "median") or the fastest (stat "min": other
+    work on a shared machine only ever slows a round down), with "rounds" = how many rounds
+    measured that size and "range_us" = their fastest and slowest times."""
+    rounds = {}
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             row = json.loads(line)
-            size = int(row["bytes"])
-            rounds = rows[size]["rounds"] + 1 if size in rows else 1
-            if size not in rows or row["time_us"] < rows[size]["time_us"]:
-                rows[size] = row
-            rows[size]["rounds"] = rounds
+            rounds.setdefault(int(row["bytes"]), []).append(row)
+    rows = {}
+    for size, measured in rounds.items():
+        measured.sort(key=lambda r: r["time_us"])
+        row = dict(measured[(len(measured) - 1) // 2] if stat == "median" else measured[0])
+        row["rounds"] = len(measured)
+        row["range_us"] = (measured[0]["time_us"], measured[-1]["time_us"])
+        rows[size] = row
     return rows
 
 
-def load(directory):
+def load(directory, stat="median"):
     names = sorted(p[:-6] for p in os.listdir(directory) if p.endswith(".jsonl"))
     ordered = [n for n, _ in KNOWN if n in names] + [n for n in names if n not in dict(KNOWN)]
-    systems = {n: load_system(os.path.join(directory, n + ".jsonl")) for n in ordered}
+    systems = {n: load_system(os.path.join(directory, n + ".jsonl"), stat) for n in ordered}
     return {n: rows for n, rows in systems.items() if rows}
 
 
@@ -94,7 +99,14 @@ def table(systems):
         cells = [size_text(size)]
         for name in systems:
             row = systems[name].get(size)
-            cells.append("%s (%.3f)" % (time_text(row["time_us"]), row["busbw_GBps"]) if row else "–")
+            if not row:
+                cells.append("–")
+            elif row["rounds"] > 1:
+                low, high = row["range_us"]
+                cells.append("%s (%.3f; %s-%s)" % (time_text(row["time_us"]), row["busbw_GBps"],
+                                                   time_text(low), time_text(high)))
+            else:
+                cells.append("%s (%.3f)" % (time_text(row["time_us"]), row["busbw_GBps"]))
         present = {n: systems[n][size] for n in systems if size in systems[n]}
         best_ringd = min((present[n] for n in ringd if n in present), key=lambda r: r["time_us"],
                          default=None)
@@ -108,6 +120,29 @@ def table(systems):
         cells.append(label(fastest))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def verdict(systems, bound=1.05):
+    """Issue 3's and 18's line: the best ringd time at most `bound` x the best reference's at every
+    size both measured."""
+    ringd = [n for n in systems if n.startswith("ringd")]
+    others = [n for n in systems if not n.startswith("ringd")]
+    if not ringd or not others:
+        return ""
+    over = []
+    compared = 0
+    for size in sorted({s for rows in systems.values() for s in rows}):
+        mine = [systems[n][size]["time_us"] for n in ringd if size in systems[n]]
+        refs = [systems[n][size]["time_us"] for n in others if size in systems[n]]
+        if mine and refs:
+            compared += 1
+            if min(mine) > bound * min(refs):
+                over.append("%s (%.2f x)" % (size_text(size), min(mine) / min(refs)))
+    if not compared:
+        return ""
+    if over:
+        return "\nringd above %.2f x the best reference at: %s\n" % (bound, ", ".join(over))
+    return "\nringd within %.2f x the best reference at all %d sizes\n" % (bound, compared)
 
 
 def plot(systems, png, rate, line_GBps, ring_GBps, title):
@@ -162,9 +197,10 @@ def main():
     parser.add_argument("--table", default=None)
     parser.add_argument("--png", default=None)
     parser.add_argument("--title", default=None)
+    parser.add_argument("--stat", choices=("median", "min"), default="median")
     args = parser.parse_args()
 
-    systems = load(args.dir)
+    systems = load(args.dir, args.stat)
     if not systems:
         sys.exit("plot_allreduce: no .jsonl results in %s" % args.dir)
     ring_GBps = None
@@ -176,7 +212,7 @@ def main():
         ring_GBps = summary.get("ring_min_GBps")
 
     ranks = {row["ranks"] for rows in systems.values() for row in rows.values()}
-    text = table(systems)
+    text = table(systems) + verdict(systems)
     print(text, end="")
     if args.line_GBps:
         print("\nline: one TCP stream %.3f GB/s" % args.line_GBps
@@ -188,7 +224,8 @@ def main():
         rounds = max(row.get("rounds", 1) for rows in systems.values() for row in rows.values())
         title = args.title or "allreduce busbw, %s ranks, one per node, %s ports%s" % (
             "/".join(str(r) for r in sorted(ranks)), args.rate or "unshaped",
-            ", fastest of %d rounds" % rounds if rounds > 1 else "")
+            ", %s of %d rounds" % ("median" if args.stat == "median" else "fastest", rounds)
+            if rounds > 1 else "")
         try:
             plot(systems, args.png, args.rate, args.line_GBps, ring_GBps, title)
         except ImportError:
