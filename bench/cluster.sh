@@ -15,8 +15,8 @@
 # benchmark's: RINGD_CLUSTER_NODE_PREFIX (namespaces, default ringd-node), RINGD_CLUSTER_PORT_PREFIX
 # (bridge ports, default ringd-v; at most 12 characters), RINGD_CLUSTER_BRIDGE (default ringd-br0),
 # RINGD_CLUSTER_SUBNET (the first three octets, default 10.77.0). tests/integration/
-# launcher_netns_test.py uses them. RINGD_TBF_BURST=BYTES replaces the tbf burst chosen below (an
-# arena with more or less burst credit: a result must not depend on it).
+# launcher_netns_test.py uses them. RINGD_CLUSTER_TBF_BURST=BYTES replaces the tbf burst chosen
+# below (an arena with more or less burst credit: a result must not depend on it).
 #
 #              root namespace                          namespace ringd-node<i>
 #   ringd-br0 (bridge, no address) ── ringd-v<i> ══ veth ══ eth0  10.77.0.<i+1>/24
@@ -78,14 +78,15 @@ rate_bits() {
 }
 
 # tbf burst in bytes: one millisecond at RATE, at least 64 KiB (one GSO packet), unless
-# RINGD_TBF_BURST says otherwise.
+# RINGD_CLUSTER_TBF_BURST says otherwise.
 tbf_burst() {
-  if [[ -n ${RINGD_TBF_BURST:-} ]]; then
-    if ! [[ $RINGD_TBF_BURST =~ ^[0-9]+$ ]] || ((RINGD_TBF_BURST < 1600)); then
-      echo "cluster: RINGD_TBF_BURST must be a byte count of at least 1600, got '$RINGD_TBF_BURST'" >&2
+  if [[ -n ${RINGD_CLUSTER_TBF_BURST:-} ]]; then
+    if ! [[ $RINGD_CLUSTER_TBF_BURST =~ ^[0-9]+$ ]] || ((RINGD_CLUSTER_TBF_BURST < 1600)); then
+      echo "cluster: RINGD_CLUSTER_TBF_BURST must be a byte count of at least 1600," \
+        "got '$RINGD_CLUSTER_TBF_BURST'" >&2
       exit 2
     fi
-    echo "$RINGD_TBF_BURST"
+    echo "$RINGD_CLUSTER_TBF_BURST"
     return
   fi
   local bytes=$(($(rate_bits "$1") / 8 / 1000))

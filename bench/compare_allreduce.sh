@@ -81,7 +81,7 @@ check_number --wait-idle "$wait_idle" 0 100
 [[ $stat == median || $stat == min ]] || { echo "compare: --stat must be median or min, got '$stat'" >&2; exit 2; }
 if [[ -n $burst ]]; then
   check_number --burst "$burst" 1600 1000000000
-  export RINGD_TBF_BURST=$burst
+  export RINGD_CLUSTER_TBF_BURST=$burst
 fi
 out=${out:-/tmp/ringd-compare-$rate-n$nodes}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir

@@ -159,7 +159,9 @@ set_mpirun_common() {
   ringd_env=(-x RINGD_IFACE=eth0 -x "RINGD_JOB_SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')")
   local name
   while IFS='=' read -r name _; do
-    [[ $name == RINGD_IFACE || $name == RINGD_JOB_SECRET ]] || ringd_env+=(-x "$name")
+    # The cluster's own settings (bench/cluster.sh: RINGD_CLUSTER_*) are not the ranks'.
+    [[ $name == RINGD_IFACE || $name == RINGD_JOB_SECRET || $name == RINGD_CLUSTER_* ]] ||
+      ringd_env+=(-x "$name")
   done < <(env | grep '^RINGD_[A-Z_]*=' || true)
 }
 
