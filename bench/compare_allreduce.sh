@@ -81,7 +81,7 @@ check_number --wait-idle "$wait_idle" 0 100
 [[ $stat == median || $stat == min ]] || { echo "compare: --stat must be median or min, got '$stat'" >&2; exit 2; }
 if [[ -n $burst ]]; then
   check_number --burst "$burst" 1600 1000000000
-  export RINGD_CLUSTER_TBF_BURST=$burst
+  cluster_burst=$burst  # bench/lib.sh's cluster_up
 fi
 out=${out:-/tmp/ringd-compare-$rate-n$nodes}
 [[ $build_dir = /* ]] || build_dir=$repo/$build_dir
@@ -102,7 +102,7 @@ work=$(mktemp -d /tmp/ringd-compare.XXXXXX)
 bench_cleanup_extra() { rm -rf "$work"; }
 cluster_up
 write_meta "bench/compare_allreduce.sh $*" "nodes=$nodes" "rate=$rate" "iters=$iters" \
-  "repeat=$repeat" "wait_idle_percent=$wait_idle" "stat=$stat" "tbf_burst=$(bench/cluster.sh burst "$rate")"
+  "repeat=$repeat" "wait_idle_percent=$wait_idle" "stat=$stat" "tbf_burst=$(RINGD_CLUSTER_TBF_BURST=$burst bench/cluster.sh burst "$rate")"
 hostfile=$out/hostfile
 rm -f "$out/idle.log"
 write_hostfile "$hostfile" 1

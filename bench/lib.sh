@@ -61,7 +61,10 @@ cluster_up() {
   trap cluster_cleanup EXIT
   trap 'exit 130' INT TERM
   bench/cluster.sh down "$nodes"
-  bench/cluster.sh up "$nodes" "$rate"
+  # cluster_burst (a script's --burst), when set, is the tbf burst; exported to cluster.sh only,
+  # so that the ranks (mpirun passes its environment on) never see it.
+  RINGD_CLUSTER_TBF_BURST=${cluster_burst:-${RINGD_CLUSTER_TBF_BURST:-}} \
+    bench/cluster.sh up "$nodes" "$rate"
 }
 cluster_cleanup() {
   local status=$?
