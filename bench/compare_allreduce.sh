@@ -7,7 +7,7 @@
 #
 #   --nodes N       emulated nodes, one rank each (default 4; at least 2)
 #   --rate RATE     tc rate of every port: 1gbit, 10gbit, ... (default 1gbit)
-#   --iters K       timed iterations at 256K..1M; 5K below, K/2 at 4M..16M, K/5 at 64M (default 20)
+#   --iters K       timed iterations at 256K..1M; 25K below, K/2 at 4M..16M, K/5 at 64M (default 20)
 #   --out DIR       results: <system>.jsonl, logs, line*.json, table.md, allreduce_busbw.png
 #                   (default /tmp/ringd-compare-RATE-nN)
 #   --repeat R      sweep every system R times, interleaved by band (default 3; the .jsonl files
@@ -144,7 +144,9 @@ mpirun_flags=("${mpirun_common[@]}" --hostfile "$hostfile" -np "$nodes" --map-by
 # Sizes in bands, so that small sizes get many iterations and 64M a few (a full 4-node run stays
 # within a few minutes at 1gbit): -b -e iters warmup. Up to 512K the warm-up covers ringd's tuning
 # calls (50 per size, src/allreduce/allreduce_tuner.h), so the timed iterations are the steady state.
-bands=("4K 64K $((iters * 5)) $((iters / 2 + 52))"
+# 25K at 4K..64K (500 by default): with 5K, a 4 KB run lasted 10-15 ms, and one scheduler hiccup
+# of the 2-core host moved its mean by 2x (ringd's three rounds 123, 428, 190 µs in one run).
+bands=("4K 64K $((iters * 25)) $((iters / 2 + 52))"
   "256K 1M $iters $((iters / 4 + 52))"
   "4M 16M $(((iters + 1) / 2)) 2"
   "64M 64M $(( iters / 5 > 3 ? iters / 5 : 3 )) 1")
