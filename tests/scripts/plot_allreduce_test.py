@@ -64,6 +64,14 @@ def main():
     expect("ringd within 1.05 x the best reference at all 2 sizes" in run(repo, out),
            "verdict when ringd is within the bound")
 
+    # Two ringd transports: the best of them is within the bound, ringd mpi alone is not.
+    write(out, "ringd-mpi", {4096: [200, 210, 220], 1 << 20: [1000, 1000, 1000]})
+    both = run(repo, out)
+    expect("ringd within 1.05 x the best reference at all 2 sizes" in both and
+           "ringd tcp within 1.05 x the best reference at all 2 sizes" in both and
+           "ringd mpi above 1.05 x the best reference at: 4K (2.10 x)" in both,
+           "per-transport verdicts: %r" % both)
+
     one = tempfile.mkdtemp(prefix="ringd-plot-allreduce-one-")
     write(one, "ringd-tcp", {4096: [90]})
     single = run(repo, one)
