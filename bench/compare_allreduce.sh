@@ -37,6 +37,7 @@
 # experiments are e.g.  RINGD_SEGMENT_BYTES=256K bench/compare_allreduce.sh --systems ringd-tcp
 # mpirun runs inside node 0's namespace; bench/netns_rsh.sh starts the other ranks' daemons.
 set -euo pipefail
+command_line="bench/compare_allreduce.sh $*"  # before the arguments are parsed away
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
 bench_name=compare
@@ -101,7 +102,7 @@ ensure_built "$build_dir" "${targets[@]}"
 work=$(mktemp -d /tmp/ringd-compare.XXXXXX)
 bench_cleanup_extra() { rm -rf "$work"; }
 cluster_up
-write_meta "bench/compare_allreduce.sh $*" "nodes=$nodes" "rate=$rate" "iters=$iters" \
+write_meta "$command_line" "nodes=$nodes" "rate=$rate" "iters=$iters" \
   "repeat=$repeat" "wait_idle_percent=$wait_idle" "stat=$stat" "tbf_burst=$(RINGD_CLUSTER_TBF_BURST=$burst bench/cluster.sh burst "$rate")"
 hostfile=$out/hostfile
 rm -f "$out/idle.log"
