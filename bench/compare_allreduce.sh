@@ -79,7 +79,10 @@ check_number --nodes "$nodes" 2 250
 check_number --iters "$iters" 1 1000000
 check_number --repeat "$repeat" 1 100
 check_number --wait-idle "$wait_idle" 0 100
-[[ $stat == median || $stat == min ]] || { echo "compare: --stat must be median or min, got '$stat'" >&2; exit 2; }
+if [[ $stat != median && $stat != min ]]; then
+  echo "compare: --stat must be median or min, got '$stat'" >&2
+  exit 2
+fi
 if [[ -n $burst ]]; then
   check_number --burst "$burst" 1600 1000000000
   cluster_burst=$burst  # bench/lib.sh's cluster_up
@@ -103,7 +106,8 @@ work=$(mktemp -d /tmp/ringd-compare.XXXXXX)
 bench_cleanup_extra() { rm -rf "$work"; }
 cluster_up
 write_meta "$command_line" "nodes=$nodes" "rate=$rate" "iters=$iters" \
-  "repeat=$repeat" "wait_idle_percent=$wait_idle" "stat=$stat" "tbf_burst=$(RINGD_CLUSTER_TBF_BURST=$burst bench/cluster.sh burst "$rate")"
+  "repeat=$repeat" "wait_idle_percent=$wait_idle" "stat=$stat" \
+  "tbf_burst=$(RINGD_CLUSTER_TBF_BURST=$burst bench/cluster.sh burst "$rate")"
 hostfile=$out/hostfile
 rm -f "$out/idle.log"
 write_hostfile "$hostfile" 1
@@ -207,7 +211,8 @@ finish_meta
 
 # ---- table and plot ----
 find_plot_python
-plot_args=(--dir "$out" --rate "$rate" --stat "$stat" --table "$out/table.md" --png "$out/allreduce_busbw.png")
+plot_args=(--dir "$out" --rate "$rate" --stat "$stat" --table "$out/table.md"
+  --png "$out/allreduce_busbw.png")
 [[ -n $line_gbps ]] && plot_args+=(--line-GBps "$line_gbps")
 "$plot_python" bench/plot_allreduce.py "${plot_args[@]}"
 log "results in $out (table.md, allreduce_busbw.png, *.jsonl, *.log)"

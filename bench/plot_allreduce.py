@@ -8,8 +8,9 @@ Reads every DIR/<system>.jsonl (one JSON object per size, the keys of `ringd ben
 op bytes count dtype redop ranks transport time_us algbw_GBps busbw_GBps wrong) and, if present,
 DIR/line_summary.json. A file may hold several rounds of the same sweep: each size shows its
 median round (--stat median, the default; the lower middle one of an even count) or its fastest
-(--stat min), and with several rounds the range of their times. Systems whose name starts with "ringd" are ringd; every other one is a
-reference. Per size the table shows each system's time and busbw, then
+(--stat min), and with several rounds the range of their times. Systems whose name starts with
+"ringd" are ringd; every other one is a reference. Per size the table shows each system's time
+and busbw, then
   busbw ringd/best other: the best ringd busbw over the best reference busbw (> 1: ringd ahead),
   time ringd/min(MPI,Gloo): the best ringd time over the best reference time (< 1: ringd ahead;
   the references are Open MPI and every Gloo algorithm measured), and the fastest system.
