@@ -64,7 +64,8 @@ class ChildProcess {
   // Sends `signal` to the child alone (mpirun, which then ends its job in order).
   void signal_leader(int signal_number);
   // SIGTERM, up to `grace` for it to end, then SIGKILL; returns once reaped. In a new session the
-  // other members get SIGTERM first and up to half the grace to end before the child does.
+  // other members get SIGTERM first and up to half the grace to end; once they have, the child
+  // gets up to 1 s (within that half) to exit on its own before it is signalled too.
   void terminate(std::chrono::milliseconds grace);
   // Blocks until the child was reaped, or `timeout` passed (false).
   bool wait_for_exit(std::chrono::milliseconds timeout);
