@@ -177,10 +177,15 @@ std::vector<Executor::AllreducePlan> Executor::plan_allreduces(
   return plans;
 }
 
+void* device_data(const ReadyTensor& ready, int device) {
+  return device == 0 ? ready.tensor.tensor.data
+                     : ready.tensor.other_devices[static_cast<size_t>(device) - 1];
+}
+
 std::vector<DeviceBuffer> device_buffers(const ReadyTensor& ready) {
-  std::vector<DeviceBuffer> buffers{{ready.tensor.tensor.data, 0}};
-  for (size_t d = 0; d < ready.tensor.other_devices.size(); ++d) {
-    buffers.push_back({ready.tensor.other_devices[d], static_cast<int>(d + 1)});
+  std::vector<DeviceBuffer> buffers;
+  for (int d = 0; d <= static_cast<int>(ready.tensor.other_devices.size()); ++d) {
+    buffers.push_back({device_data(ready, d), d});
   }
   return buffers;
 }
@@ -192,12 +197,12 @@ void Executor::fused_pieces(const AllreducePlan& plan, const std::vector<ReadyTe
   for (size_t i : plan.bucket->members) {
     const Tensor& tensor = ready[i].tensor.tensor;
     const size_t count = convert ? tensor.count() : tensor.bytes();
-    const std::vector<DeviceBuffer> buffers = device_buffers(ready[i]);
     for (int d = 0; d < devices; ++d) {
+      void* data = device_data(ready[i], d);
       uint8_t* place =
           static_cast<uint8_t*>(fusion_buffer(d, plan.slot, 0)) + offset * plan.wire_size;
-      in->push_back({buffers[d].data, place, count});
-      out->push_back({place, buffers[d].data, count});
+      in->push_back({data, place, count});
+      out->push_back({place, data, count});
     }
     offset += tensor.count();
   }

@@ -37,7 +37,9 @@
 
 namespace ringd::fusion {
 
-// A tensor's buffer on every device, in device order (one without local devices).
+// A tensor's buffer on device `device` (0: the submitted tensor's own), and on every device in
+// device order (one without local devices).
+void* device_data(const ReadyTensor& ready, int device);
 std::vector<DeviceBuffer> device_buffers(const ReadyTensor& ready);
 
 class Executor {
