@@ -338,13 +338,12 @@ void ChildProcess::terminate(std::chrono::milliseconds grace) {
     // time would exit at once and leave its ranks hanging in MPI_Finalize until killed.
     // Once they are gone the leader gets a moment to notice and exit on its own (a shell's
     // `wait` returning, orted seeing its ranks end) before it is signalled too.
-    const Clock::time_point members_deadline = Clock::now() + grace / 2;
-    Clock::time_point leader_deadline = members_deadline;
+    Clock::time_point leader_signal_at = Clock::now() + grace / 2;
     bool members_gone = false;
-    while (!exited_.load() && Clock::now() < std::min(members_deadline, leader_deadline)) {
+    while (!exited_.load() && Clock::now() < leader_signal_at) {
       if (!members_gone && session_members(pid_, pid_).empty()) {
         members_gone = true;
-        leader_deadline = Clock::now() + kLeaderOwnExit;
+        leader_signal_at = std::min(leader_signal_at, Clock::now() + kLeaderOwnExit);
       }
       wait_for_exit(std::chrono::milliseconds(50));  // returns at once when the leader exits
     }
