@@ -64,6 +64,9 @@ std::string TcpDevice::admit(const HelloInfo& hello) {
   }
   if (hello.kind == PeerKind::kConflictNotice) {
     if (hello.rank < 0 || hello.rank >= size_) return "conflict notice for no rank of this job";
+    // Acted on here, before the notice is answered: a refused claimant that has sent its notices
+    // knows that every rank it reached has already failed.
+    fail_on_conflict(hello);
     return "";
   }
   if (hello.world_size != size_) {
@@ -86,20 +89,21 @@ std::string TcpDevice::admit(const HelloInfo& hello) {
   return "";
 }
 
-void TcpDevice::on_admitted(Fd socket, const HelloInfo& hello) {
-  if (hello.kind == PeerKind::kConflictNotice) {
-    std::string holder = "this process";
-    if (hello.rank != rank_) {
-      holder = "peer " + channels_[hello.rank]->description();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!connected_[hello.rank]) holder = "another process";
-    }
-    fail_job("rank " + std::to_string(hello.rank) + " of job " + job_id_ +
-             " was claimed by two processes: " + holder + " holds it, and " + hello.address +
-             " was refused — another job was started with the same --rendezvous and --size; "
-             "this job's results cannot be trusted, restart it on a rendezvous address of its own");
-    return;  // closes the notice's socket
+void TcpDevice::fail_on_conflict(const HelloInfo& notice) {
+  std::string holder = "this process";
+  if (notice.rank != rank_) {
+    holder = "peer " + channels_[notice.rank]->description();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!connected_[notice.rank]) holder = "another process";
   }
+  fail_job("rank " + std::to_string(notice.rank) + " of job " + job_id_ +
+           " was claimed by two processes: " + holder + " holds it, and " + notice.address +
+           " was refused — another job was started with the same --rendezvous and --size; "
+           "this job's results cannot be trusted, restart it on a rendezvous address of its own");
+}
+
+void TcpDevice::on_admitted(Fd socket, const HelloInfo& hello) {
+  if (hello.kind == PeerKind::kConflictNotice) return;  // admit() failed the job; closes the socket
   channels_[hello.rank]->set_peer_address(hello.address);
   channels_[hello.rank]->attach(std::move(socket));
   {

@@ -56,6 +56,7 @@ class TcpDevice {
  private:
   std::string admit(const HelloInfo& hello);  // the I/O thread
   void on_admitted(Fd socket, const HelloInfo& hello);
+  void fail_on_conflict(const HelloInfo& notice);  // fail_job() naming both claimants
   void on_rejected(const HelloInfo* hello, ErrorCode code, const std::string& reason);
 
   const int rank_;
