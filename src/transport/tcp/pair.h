@@ -6,23 +6,28 @@
 //
 // Socket I/O always happens under the channel's mutex, by whichever thread holds it. Large
 // messages are moved by the I/O thread; isend/irecv only queue them (waking the loop when the
-// queue was empty). Small messages (at most kInlineIoBytes) skip the I/O thread on the critical
-// path, because every thread hand-off is a context switch and ranks outnumber cores:
+// queue was empty). Small messages (at most kInlineIoBytes, 4 MiB: every ring segment and most
+// halving-doubling steps) skip the I/O thread on the critical path, because every thread hand-off
+// is a context switch and ranks outnumber cores (at 10 Gbit/s on 4 emulated nodes a 64 KiB limit
+// took 1 MB allreduces from 3.9 to 5.4 ms, 4 MB ones from 15 to 19 ms; docs/performance.md):
 //   * a small isend/irecv posted to an idle queue is tried at once on the posting thread; when a
 //     small receive cannot complete yet, the loop's EPOLLIN interest on the socket is switched
 //     off (IoLoop::defer_reads): its waiter, expected soon, will read it. It stays off after
 //     that waiter is done unless a large receive is queued, so data arriving before the next
 //     receive is posted does not wake the I/O thread either;
 //   * the thread waiting for a small receive at the head of the queue reads the socket itself,
-//     in poll() on it (after up to RINGD_SPIN_US of non-blocking looks, yielding the core in
-//     between) instead of the I/O thread waking up to read and then waking it. on_io leaves
+//     in poll() on it (for receives up to kSpinIoBytes after up to RINGD_SPIN_US of non-blocking
+//     looks, yielding the core in between) instead of the I/O thread waking up to read and then
+//     waking it. on_io leaves
 //     reading to such a waiter. Read interest comes back on when that wait ends, when a large
 //     receive is posted, and before any thread of the context sleeps on anything else
 //     (IoLoop::restore_deferred_reads), so a blocked thread never leaves a socket unread. Per
 //     exchange of a small message that is one wake-up, not three.
 // The state machine is the same for every thread:
 //   * sends: sendmsg() of header + payload straight from the caller's buffer (several queued
-//     messages per call, up to kMaxSendIovecs pieces), resumed after partial writes;
+//     messages per call, up to kMaxSendIovecs pieces), resumed after partial writes; MSG_EOR
+//     marks the end of each call's last message, so that the kernel sends its tail at once
+//     instead of holding it back for more (TCP autocorking; see pair_io.cc);
 //   * receives: read a header, match it against the FIRST posted receive (same tag and byte count,
 //     else kMismatch), then read the payload straight into that receive's buffer. A header that
 //     arrives before any receive is posted stops reading on this socket until one is posted: the
@@ -68,7 +73,9 @@ constexpr size_t kMaxAbortReasonBytes = 4096;
 // How long closing a pair waits for its abort notice to reach the peer's kernel.
 constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
 // Messages up to this size are sent and received on the posting/waiting thread (see above).
-constexpr size_t kInlineIoBytes = 64 * 1024;
+constexpr size_t kInlineIoBytes = 4 * 1024 * 1024;
+// A waiter spins (RINGD_SPIN_US) only on receives up to this size: the latency-bound ones.
+constexpr size_t kSpinIoBytes = 64 * 1024;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
 struct PairOp {
@@ -122,7 +129,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   bool waiter_reads_locked(const PairOp& op) const;
   // One round of waiter-driven reading: progress, else sleep in poll() until the socket is
   // readable or `deadline`. Returns false at the deadline.
-  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline);
+  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline, bool spin);
   // Read interest of the I/O loop on this socket: back on; off and recorded with
   // IoLoop::defer_reads; and the choice between the two when a waiter is done reading.
   void restore_loop_reads_locked();
