@@ -270,9 +270,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_SPIN_US", "200",
-       "tcp: before sleeping on a small (<= 64 KiB) receive, poll the socket without blocking, "
-       "yielding the CPU between polls, for up to this many microseconds (0..10000; 0 = sleep at "
-       "once)"},
+       "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
+       "the socket without blocking, yielding the CPU between polls, for up to this many "
+       "microseconds (0..10000; 0 = sleep at once)"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},

@@ -118,8 +118,7 @@ bool PairChannel::waiter_reads_locked(const PairOp& op) const {
          recvs_.front().get() == &op;
 }
 
-bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline,
-                                     bool spin) {
+bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline) {
   if (progress_recv_locked()) {
     completed_.notify_all();
     return true;
@@ -133,7 +132,7 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   // missed wake-up would show as a timeout, not as a hidden delay.
   const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining_ms(deadline), 0, 1 << 30));
   int ready = 0;
-  if (const int spin_us = spin ? tunables().spin_us : 0; spin_us > 0) {
+  if (const int spin_us = tunables().spin_us; spin_us > 0) {
     // RINGD_SPIN_US: look again without blocking, yielding the CPU in between, before sleeping.
     // Bounded, and sched_yield() hands the core to any other runnable rank, so ranks that
     // outnumber the cores still progress; what it saves is the wake-up of an idle core.
@@ -162,7 +161,7 @@ void PairChannel::wait(PairOp& op, std::chrono::milliseconds timeout) {
   bool in_time = true;
   while (in_time && !op.done) {
     if (waiter_reads_locked(op)) {
-      in_time = waiter_read_locked(lock, deadline, op.bytes <= kSpinIoBytes);
+      in_time = waiter_read_locked(lock, deadline);
       if (op.done || !waiter_reads_locked(op)) after_waiter_read_locked();
     } else if (loop_.has_deferred_reads() || (!loop_reads_ && pollers_ == 0)) {
       // About to sleep on something the I/O thread must progress: give every socket whose

@@ -16,9 +16,8 @@
 //     that waiter is done unless a large receive is queued, so data arriving before the next
 //     receive is posted does not wake the I/O thread either;
 //   * the thread waiting for a small receive at the head of the queue reads the socket itself,
-//     in poll() on it (for receives up to kSpinIoBytes after up to RINGD_SPIN_US of non-blocking
-//     looks, yielding the core in between) instead of the I/O thread waking up to read and then
-//     waking it. on_io leaves
+//     in poll() on it (after up to RINGD_SPIN_US of non-blocking looks, yielding the core in
+//     between) instead of the I/O thread waking up to read and then waking it. on_io leaves
 //     reading to such a waiter. Read interest comes back on when that wait ends, when a large
 //     receive is posted, and before any thread of the context sleeps on anything else
 //     (IoLoop::restore_deferred_reads), so a blocked thread never leaves a socket unread. Per
@@ -74,8 +73,6 @@ constexpr size_t kMaxAbortReasonBytes = 4096;
 constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
 // Messages up to this size are sent and received on the posting/waiting thread (see above).
 constexpr size_t kInlineIoBytes = 4 * 1024 * 1024;
-// A waiter spins (RINGD_SPIN_US) only on receives up to this size: the latency-bound ones.
-constexpr size_t kSpinIoBytes = 64 * 1024;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
 struct PairOp {
@@ -129,7 +126,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   bool waiter_reads_locked(const PairOp& op) const;
   // One round of waiter-driven reading: progress, else sleep in poll() until the socket is
   // readable or `deadline`. Returns false at the deadline.
-  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline, bool spin);
+  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline);
   // Read interest of the I/O loop on this socket: back on; off and recorded with
   // IoLoop::defer_reads; and the choice between the two when a waiter is done reading.
   void restore_loop_reads_locked();
