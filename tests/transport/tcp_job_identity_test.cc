@@ -161,8 +161,8 @@ void two_jobs_on_one_store(bool winners_first) {
     int refused = 0;
     for (int process = 0; process < 6; ++process) {
       EXPECT_EQ(completed[process], 0) << "trial " << trial << ": process " << process;
-      RINGD_EXPECT_CONTAINS(errors[process], "claimed") << "\ntrial " << trial << ", process "
-                                                        << process;
+      RINGD_EXPECT_CONTAINS(errors[process], "claimed")
+          << "\ntrial " << trial << ", process " << process;
       refused += errors[process].find("was already claimed by pid ") != std::string::npos;
     }
     EXPECT_EQ(refused, 3) << "trial " << trial << ": one claimant of each rank is refused";

@@ -64,8 +64,7 @@ bool PairChannel::progress_send_locked() {
     // still on this host (in a qdisc; across a veth, until the peer's stack takes them), and a
     // peer waiting for that tail stalls: 256 KB halving-doubling allreduces on 4 emulated nodes
     // (1 Gbit/s tbf, 256 KB burst) took 5.6-8.0 ms with stalls of 20-150 ms, 3.3-3.9 with it.
-    const ssize_t sent =
-        ::sendmsg(socket_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT | MSG_EOR);
+    const ssize_t sent = ::sendmsg(socket_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT | MSG_EOR);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // EPOLLOUT will call us again
