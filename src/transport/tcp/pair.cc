@@ -125,7 +125,12 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   }
   if (failed_ || !socket_.valid()) return true;
   if (loop_reads_) loop_reads_ = !loop_.set_read_interest(loop_id_, read_socket_.get(), false);
-  pollfd readable{socket_.get(), POLLIN | POLLRDHUP, 0};
+  // This pair's queued sends (the other half of an exchange) move on this thread too, as soon as
+  // the socket takes more, instead of when the I/O thread next gets a core.
+  if (progress_send_locked()) completed_.notify_all();
+  if (failed_ || !socket_.valid()) return true;
+  pollfd readable{socket_.get(),
+                  static_cast<short>(POLLIN | POLLRDHUP | (sends_.empty() ? 0 : POLLOUT)), 0};
   ++pollers_;
   lock.unlock();
   // No polling slices: data, EOF, and close_socket_locked's shutdown() all wake poll, so a
