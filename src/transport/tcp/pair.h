@@ -17,8 +17,9 @@
 //     receive is posted does not wake the I/O thread either;
 //   * the thread waiting for a small receive at the head of the queue reads the socket itself,
 //     in poll() on it (after up to RINGD_SPIN_US of non-blocking looks, yielding the core in
-//     between) instead of the I/O thread waking up to read and then waking it. on_io leaves
-//     reading to such a waiter. Read interest comes back on when that wait ends, when a large
+//     between) instead of the I/O thread waking up to read and then waking it. It also writes
+//     the pair's queued sends (polling for POLLOUT while any are left), so both halves of an
+//     exchange move on the thread that waits for it. on_io leaves reading to such a waiter. Read interest comes back on when that wait ends, when a large
 //     receive is posted, and before any thread of the context sleeps on anything else
 //     (IoLoop::restore_deferred_reads), so a blocked thread never leaves a socket unread. Per
 //     exchange of a small message that is one wake-up, not three.
