@@ -6,10 +6,10 @@
 //
 // Socket I/O always happens under the channel's mutex, by whichever thread holds it. Large
 // messages are moved by the I/O thread; isend/irecv only queue them (waking the loop when the
-// queue was empty). Small messages (at most kInlineIoBytes, 4 MiB: every ring segment and most
-// halving-doubling steps) skip the I/O thread on the critical path, because every thread hand-off
-// is a context switch and ranks outnumber cores (at 10 Gbit/s on 4 emulated nodes a 64 KiB limit
-// took 1 MB allreduces from 3.9 to 5.4 ms, 4 MB ones from 15 to 19 ms; docs/performance.md):
+// queue was empty). Messages of at most kInlineIoBytes ("small" below; 4 MiB: every ring segment
+// and most halving-doubling steps) skip the I/O thread on the critical path, because every thread
+// hand-off is a context switch and ranks outnumber cores (at 10 Gbit/s on 4 emulated nodes a
+// 64 KiB limit took 1 MB allreduces from 3.7-4.0 to 5.1-5.4 ms; docs/performance.md):
 //   * a small isend/irecv posted to an idle queue is tried at once on the posting thread; when a
 //     small receive cannot complete yet, the loop's EPOLLIN interest on the socket is switched
 //     off (IoLoop::defer_reads): its waiter, expected soon, will read it. It stays off after
@@ -19,8 +19,9 @@
 //     in poll() on it (after up to RINGD_SPIN_US of non-blocking looks, yielding the core in
 //     between) instead of the I/O thread waking up to read and then waking it. It also writes
 //     the pair's queued sends (polling for POLLOUT while any are left), so both halves of an
-//     exchange move on the thread that waits for it. on_io leaves reading to such a waiter. Read interest comes back on when that wait ends, when a large
-//     receive is posted, and before any thread of the context sleeps on anything else
+//     exchange move on the thread that waits for it. on_io leaves reading to such a waiter.
+//     Read interest comes back on when that wait ends, when a large receive is posted, and
+//     before any thread of the context sleeps on anything else
 //     (IoLoop::restore_deferred_reads), so a blocked thread never leaves a socket unread. Per
 //     exchange of a small message that is one wake-up, not three.
 // The state machine is the same for every thread:
