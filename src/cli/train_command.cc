@@ -63,6 +63,7 @@ struct TrainFlagText {
   std::string mode = "allreduce";
   std::string hierarchy;
   std::string lr_scaling = "linear";
+  std::string lr_schedule = "constant";
   std::string spread = "uniform";
   std::string threshold;
   std::string timeout;
@@ -111,6 +112,10 @@ void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagTex
       ->check(finite_range(0.0, 1e3));
   app.add_option("--lr-scaling", text->lr_scaling, "linear (default: lr x ranks) or none")
       ->check(CLI::IsMember({"linear", "none"}));
+  app.add_option("--lr-schedule", text->lr_schedule,
+                 "after the warm-up: constant (default) or cosine (decays along half a cosine to "
+                 "0 at the end of the last epoch)")
+      ->check(CLI::IsMember({"constant", "cosine"}));
   app.add_option("--warmup-steps", config->warmup_steps,
                  "linear learning-rate warm-up steps (default 100; 0 = none)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -264,6 +269,8 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
     config->mode = text.mode == "ps" ? runners::SyncMode::kPs : runners::SyncMode::kAllreduce;
     config->lr_scaling =
         text.lr_scaling == "none" ? runners::LrScaling::kNone : runners::LrScaling::kLinear;
+    config->lr_schedule = text.lr_schedule == "cosine" ? runners::LrSchedule::kCosine
+                                                       : runners::LrSchedule::kConstant;
     config->spread = model::parse_compute_spread(text.spread);
     if (!text.threshold.empty()) {
       config->fusion_threshold_bytes = parse_bytes("--fusion-threshold", text.threshold);

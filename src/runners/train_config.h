@@ -16,6 +16,7 @@ namespace ringd::runners {
 
 enum class SyncMode { kAllreduce, kPs };
 enum class LrScaling { kLinear, kNone };
+enum class LrSchedule { kConstant, kCosine };
 
 struct TrainConfig {
   SyncMode mode = SyncMode::kAllreduce;
@@ -41,6 +42,9 @@ struct TrainConfig {
   double learning_rate = 0.025;  // for one worker; see lr_scaling
   LrScaling lr_scaling = LrScaling::kLinear;  // linear: x world size (Goyal et al. 2017)
   int64_t warmup_steps = 100;                 // linear warm-up from lr/warmup to the scaled lr
+  // After the warm-up: constant, or cosine (the scaled lr decays along half a cosine to 0 at the
+  // end of the last epoch; Loshchilov & Hutter 2017, no restarts). --max-steps does not move it.
+  LrSchedule lr_schedule = LrSchedule::kConstant;
   double momentum = 0.9;
   double weight_decay = 0;
   uint64_t seed = 42;

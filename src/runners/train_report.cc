@@ -60,15 +60,17 @@ std::string format_train_summary(const TrainSummary& s) {
   const std::string devices =
       s.local_devices > 1 ? " x " + std::to_string(s.local_devices) + " CPU devices" : "";
   char line[512];
-  std::snprintf(line, sizeof(line),
-                "trained %s (%s mode%s%s, %d ranks%s over %s, global batch %zu, lr %g%s%s): steps "
-                "%lld..%lld in %.1f s, %.0f samples/s, communication %.0f%% of step time\n",
-                s.model.c_str(), s.mode.c_str(), s.compression == "none" ? "" : ", compression ",
-                s.compression == "none" ? "" : s.compression.c_str(), s.ranks, devices.c_str(),
-                s.transport.c_str(), s.global_batch, s.learning_rate,
-                s.blas.empty() ? "" : ", matrix products on ", s.blas.c_str(),
-                static_cast<long long>(s.start_step), static_cast<long long>(s.steps),
-                s.train_seconds, s.samples_per_second, 100 * s.comm_share);
+  std::snprintf(
+      line, sizeof(line),
+      "trained %s (%s mode%s%s, %d ranks%s over %s, global batch %zu, lr %g%s%s%s): steps "
+      "%lld..%lld in %.1f s, %.0f samples/s, communication %.0f%% of step time\n",
+      s.model.c_str(), s.mode.c_str(), s.compression == "none" ? "" : ", compression ",
+      s.compression == "none" ? "" : s.compression.c_str(), s.ranks, devices.c_str(),
+      s.transport.c_str(), s.global_batch, s.learning_rate,
+      s.lr_schedule == "cosine" ? " cosine-decayed" : "",
+      s.blas.empty() ? "" : ", matrix products on ", s.blas.c_str(),
+      static_cast<long long>(s.start_step), static_cast<long long>(s.steps), s.train_seconds,
+      s.samples_per_second, 100 * s.comm_share);
   text += line;
   if (s.test_accuracy >= 0) {
     std::snprintf(line, sizeof(line), "test accuracy: %.4f\n", s.test_accuracy);
@@ -100,6 +102,7 @@ std::string format_train_json(const TrainSummary& s) {
       {"local_devices", s.local_devices},
       {"global_batch", s.global_batch},
       {"learning_rate", s.learning_rate},
+      {"lr_schedule", s.lr_schedule},
       {"start_step", s.start_step},
       {"steps", s.steps},
       {"steps_per_epoch", s.steps_per_epoch},

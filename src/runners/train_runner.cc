@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <numbers>
 #include <optional>
 #include <thread>
 
@@ -139,7 +140,8 @@ class TrainRank {
     } else {
       steps_per_epoch_ = config_.steps_per_epoch;
     }
-    total_steps_ = steps_per_epoch_ * config_.epochs;
+    planned_steps_ = steps_per_epoch_ * config_.epochs;
+    total_steps_ = planned_steps_;
     if (config_.max_steps > 0) total_steps_ = std::min(total_steps_, config_.max_steps);
   }
 
@@ -219,7 +221,8 @@ class TrainRank {
     s.ranks = size_;
     s.local_devices = devices_;
     s.global_batch = global_batch_;
-    s.learning_rate = learning_rate_at(config_, world_, config_.warmup_steps);
+    s.learning_rate = learning_rate_at(config_, world_, config_.warmup_steps, planned_steps_);
+    s.lr_schedule = lr_schedule_name(config_.lr_schedule);
     s.steps_per_epoch = steps_per_epoch_;
     return s;
   }
@@ -368,7 +371,7 @@ class TrainRank {
           }
         }
         if (engine_) engine_->set_epoch(static_cast<int>(epoch));  // DGC's warm-up reads it
-        const model::StepInfo info{step, learning_rate_at(config_, world_, step)};
+        const model::StepInfo info{step, learning_rate_at(config_, world_, step, planned_steps_)};
         const double blocked_start = sync.blocked_seconds();
         const auto start = Clock::now();
         const model::ForwardResult result = forward_on_every_device(batches);
@@ -590,7 +593,8 @@ class TrainRank {
   std::unique_ptr<LocalGroup> group_;                    // with devices_ > 1
   const size_t global_batch_;
   int64_t steps_per_epoch_ = 0;
-  int64_t total_steps_ = 0;
+  int64_t planned_steps_ = 0;  // epochs x steps per epoch: the lr schedule's length
+  int64_t total_steps_ = 0;    // planned_steps_ cut by --max-steps
   double wall_offset_ = 0;
   model::LocalOptimizer* local_optimizer_ = nullptr;
   // Allreduce mode: --compression, else RINGD_COMPRESSION; the engine while run() has one.
@@ -610,13 +614,24 @@ class TrainRank {
 
 const char* sync_mode_name(SyncMode mode) { return mode == SyncMode::kPs ? "ps" : "allreduce"; }
 
-double learning_rate_at(const TrainConfig& config, int world_size, int64_t step) {
+double learning_rate_at(const TrainConfig& config, int world_size, int64_t step,
+                        int64_t planned_steps) {
   const double scaled =
       config.learning_rate * (config.lr_scaling == LrScaling::kLinear ? world_size : 1);
-  if (config.warmup_steps > 0 && step < config.warmup_steps) {
-    return scaled * static_cast<double>(step + 1) / static_cast<double>(config.warmup_steps);
+  const int64_t warmup = std::max<int64_t>(config.warmup_steps, 0);
+  if (step < warmup) {
+    return scaled * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  }
+  if (config.lr_schedule == LrSchedule::kCosine && planned_steps > warmup) {
+    const double progress = std::min(
+        1.0, static_cast<double>(step - warmup) / static_cast<double>(planned_steps - warmup));
+    return scaled * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
   }
   return scaled;
+}
+
+const char* lr_schedule_name(LrSchedule schedule) {
+  return schedule == LrSchedule::kCosine ? "cosine" : "constant";
 }
 
 TrainData load_train_data(const TrainConfig& config, bool with_test) {

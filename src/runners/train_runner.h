@@ -55,9 +55,10 @@ struct TrainSummary {
   int ranks = 0;
   int local_devices = 1;  // per rank (node); the world is ranks x local_devices
   size_t global_batch = 0;
-  double learning_rate = 0;  // after world-size scaling
-  int64_t start_step = 0;    // > 0 after --resume
-  int64_t steps = 0;         // global steps completed at the end
+  double learning_rate = 0;              // after world-size scaling (the peak, with a schedule)
+  std::string lr_schedule = "constant";  // after the warm-up: "constant" or "cosine"
+  int64_t start_step = 0;                // > 0 after --resume
+  int64_t steps = 0;                     // global steps completed at the end
   int64_t steps_per_epoch = 0;
   double train_seconds = 0;  // time in steps (this run)
   double blocked_seconds = 0;
@@ -92,7 +93,11 @@ struct TrainHooks {
 TrainSummary run_train_rank(Context& ctx, const TrainConfig& config, const TrainData& data,
                             const TrainHooks& hooks = {});
 
-// The learning rate of global step `step` (from 0).
-double learning_rate_at(const TrainConfig& config, int world_size, int64_t step);
+// The learning rate of global step `step` (from 0) of a run planned for `planned_steps` steps
+// (epochs x steps per epoch; only the cosine schedule reads it).
+double learning_rate_at(const TrainConfig& config, int world_size, int64_t step,
+                        int64_t planned_steps);
+
+const char* lr_schedule_name(LrSchedule schedule);  // "constant", "cosine"
 
 }  // namespace ringd::runners

@@ -87,6 +87,43 @@ TEST(TrainOptions, AFlagGivenTwiceTakesItsLastValue) {
   EXPECT_DOUBLE_EQ(config.learning_rate, 0.1);
 }
 
+// --lr-schedule reaches the training loop: cosine decays over the planned epochs (so the same
+// run ends elsewhere than with the constant rate) and the summary names it; other names are a
+// usage error naming the flag.
+TEST(TrainOptions, LrScheduleFlag) {
+  const char* argv[] = {"ringd", "train", "--lr-schedule", "cosine"};
+  runners::TrainConfig parsed;
+  int exit_code = -1;
+  ASSERT_TRUE(parse_train_command_line(4, argv, &parsed, &exit_code)) << exit_code;
+  EXPECT_EQ(parsed.lr_schedule, runners::LrSchedule::kCosine);
+  const char* bad[] = {"ringd", "train", "--lr-schedule", "step"};
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(parse_train_command_line(4, bad, &parsed, &exit_code));
+  const std::string text = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(exit_code, 2);
+  EXPECT_NE(text.find("--lr-schedule"), std::string::npos) << text;
+
+  const runners::TrainData data = testing::tiny_train_data();
+  std::vector<runners::TrainSummary> summaries;
+  for (const runners::LrSchedule schedule :
+       {runners::LrSchedule::kConstant, runners::LrSchedule::kCosine}) {
+    runners::TrainConfig config = testing::tiny_train_config(0);
+    config.epochs = 2;  // 2 x 64 / (2 ranks x 4) = 16 steps
+    config.warmup_steps = 2;
+    config.lr_schedule = schedule;
+    testing::run_ranks(testing::Transport::kInproc, 2, [&](Context& ctx) {
+      runners::TrainSummary summary = runners::run_train_rank(ctx, config, data);
+      if (ctx.rank() == 0) summaries.push_back(summary);
+    });
+  }
+  ASSERT_EQ(summaries.size(), 2u);
+  EXPECT_EQ(summaries[0].lr_schedule, "constant");
+  EXPECT_EQ(summaries[1].lr_schedule, "cosine");
+  EXPECT_EQ(summaries[1].steps, 16);
+  EXPECT_NE(summaries[0].params_sha256, summaries[1].params_sha256);
+  EXPECT_NE(runners::format_train_summary(summaries[1]).find("cosine-decayed"), std::string::npos);
+}
+
 TEST(TrainOptions, CompressionFlags) {
   {
     const char* argv[] = {"ringd",          "train", "--compression",       "dgc",

@@ -504,14 +504,39 @@ TEST(Training, LearningRateScheduleWarmsUpToTheScaledRate) {
   runners::TrainConfig config;
   config.learning_rate = 0.1;
   config.warmup_steps = 4;
-  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 0), 0.1);
-  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 1), 0.2);
-  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 3), 0.4);
-  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 100), 0.4);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 0, 200), 0.1);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 1, 200), 0.2);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 3, 200), 0.4);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 100, 200), 0.4);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 199, 200), 0.4) << "constant: no decay";
   config.lr_scaling = runners::LrScaling::kNone;
-  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 100), 0.1);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 100, 200), 0.1);
   config.warmup_steps = 0;
-  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 0), 0.1);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 0, 200), 0.1);
+}
+
+TEST(Training, CosineScheduleDecaysFromTheScaledRateToZeroAtThePlannedEnd) {
+  runners::TrainConfig config;
+  config.learning_rate = 0.1;
+  config.warmup_steps = 4;
+  config.lr_schedule = runners::LrSchedule::kCosine;
+  // The warm-up is unchanged; then 0.4 x (1 + cos(pi (step - 4) / (104 - 4))) / 2.
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 1, 104), 0.2);
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 4, 104), 0.4);
+  EXPECT_NEAR(runners::learning_rate_at(config, 4, 54, 104), 0.2, 1e-15) << "half-way: half";
+  EXPECT_NEAR(runners::learning_rate_at(config, 4, 29, 104), 0.2 * (1 + std::sqrt(0.5)), 1e-15);
+  const double last = runners::learning_rate_at(config, 4, 103, 104);
+  EXPECT_GT(last, 0.0) << "the last step still moves the weights";
+  EXPECT_LT(last, 0.001);
+  EXPECT_EQ(runners::learning_rate_at(config, 4, 104, 104), 0.0);
+  EXPECT_EQ(runners::learning_rate_at(config, 4, 500, 104), 0.0) << "past the plan: stays at 0";
+  for (int64_t step = 5; step < 104; ++step) {
+    EXPECT_LT(runners::learning_rate_at(config, 4, step, 104),
+              runners::learning_rate_at(config, 4, step - 1, 104))
+        << "step " << step;
+  }
+  // A plan no longer than the warm-up leaves nothing to decay over: the scaled rate.
+  EXPECT_DOUBLE_EQ(runners::learning_rate_at(config, 4, 10, 4), 0.4);
 }
 
 TEST(Training, ReplayModelTrainsThroughTheSameLoop) {
