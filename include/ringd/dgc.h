@@ -28,6 +28,8 @@ struct DgcOptions {
   // Tensors with fewer elements stay dense whatever the byte rule says: one more latency-bound
   // exchange costs more than the bytes it saves (biases, norms).
   size_t min_sparse_elements = 4096;
+
+  bool operator==(const DgcOptions&) const = default;
 };
 
 // The paper's warm-up over `epochs` epochs: each one sends a quarter of the share the one before

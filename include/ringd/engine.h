@@ -206,6 +206,13 @@ class Engine {
   // kMismatch at the next DGC exchange.
   void set_epoch(int epoch);
 
+  // Replaces EngineOptions::dgc for the DGC buckets that run from now on (for callers that learn
+  // the settings after the engine started: ringd.torch's Compression.dgc). Every rank must pass
+  // the same settings; this call does not compare them across ranks. Throws kInvalidArgument for
+  // settings no rank could run (check_dgc_options) and for different settings once a DGC bucket
+  // has run: a tensor's velocity and residual were built under the first ones.
+  void set_dgc_options(const DgcOptions& options);
+
   EngineStats stats() const;
   int rank() const;
   int size() const;

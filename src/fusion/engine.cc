@@ -247,6 +247,10 @@ EngineStats Engine::stats() const {
 
 void Engine::set_epoch(int epoch) { impl_->executor->set_epoch(epoch); }
 
+void Engine::set_dgc_options(const DgcOptions& options) {
+  impl_->executor->set_dgc_options(options);
+}
+
 int Engine::rank() const { return impl_->ctx.rank(); }
 int Engine::size() const { return impl_->ctx.size(); }
 int Engine::local_devices() const { return impl_->config.local_devices(); }

@@ -45,7 +45,11 @@ std::string member_names(const std::vector<const Bucket*>& buckets,
 }  // namespace
 
 Executor::Executor(Context& ctx, const EngineConfig& config, Timeline* timeline)
-    : ctx_(ctx), config_(config), timeline_(timeline), copier_(config.copy_threads) {}
+    : ctx_(ctx),
+      config_(config),
+      timeline_(timeline),
+      copier_(config.copy_threads),
+      dgc_options_(config.dgc) {}
 
 Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& complete,
                                const BucketDone& bucket_done) {

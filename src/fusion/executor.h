@@ -23,6 +23,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,8 @@ class Executor {
 
   // Engine::set_epoch(): read by DGC buckets (any thread may set it).
   void set_epoch(int epoch) { epoch_.store(epoch); }
+  // Engine::set_dgc_options() (any thread).
+  void set_dgc_options(const DgcOptions& options);
 
  private:
   // A bucket's allreduce as the pipelines run it.
@@ -98,7 +101,8 @@ class Executor {
   std::vector<Traffic> run_allreduces(const std::vector<const Bucket*>& buckets,
                                       std::vector<ReadyTensor>& ready);
   Traffic run_dgc(const Bucket& bucket, std::vector<ReadyTensor>& ready);
-  compression::DgcTensorState& dgc_state(const std::string& name, size_t count);
+  // A new state takes `momentum` (the settings' when the tensor first runs).
+  compression::DgcTensorState& dgc_state(const std::string& name, size_t count, float momentum);
   void run_broadcast(const Bucket& bucket, std::vector<ReadyTensor>& ready);
   void run_allgather(ReadyTensor& tensor);
   // Consecutive allreduce buckets as one pipeline (executor_hierarchy.cc); traffic per bucket.
@@ -119,6 +123,9 @@ class Executor {
   std::vector<std::array<FusionBuffer, 2>> slots_;  // per device
   ParallelCopier copier_;
   std::atomic<int> epoch_{0};
+  std::mutex dgc_mutex_;    // guards the two below against set_dgc_options()
+  DgcOptions dgc_options_;  // config_.dgc until set_dgc_options()
+  bool dgc_ran_ = false;    // a DGC bucket has run: the options are fixed
   // DGC's velocity and residual per tensor name; a name whose element count changes starts over.
   std::unordered_map<std::string, compression::DgcTensorState> dgc_states_;
   std::vector<compression::SparseEntry> dgc_entries_;  // reused between buckets

@@ -17,20 +17,37 @@
 
 namespace ringd::fusion {
 
-compression::DgcTensorState& Executor::dgc_state(const std::string& name, size_t count) {
+compression::DgcTensorState& Executor::dgc_state(const std::string& name, size_t count,
+                                                 float momentum) {
   auto found = dgc_states_.find(name);
   if (found != dgc_states_.end() && found->second.count() != count) {
     dgc_states_.erase(found);  // a new tensor under an old name: its residual means nothing here
     found = dgc_states_.end();
   }
   if (found == dgc_states_.end()) {
-    found = dgc_states_.try_emplace(name, count, config_.dgc.momentum).first;
+    found = dgc_states_.try_emplace(name, count, momentum).first;
   }
   return found->second;
 }
 
+void Executor::set_dgc_options(const DgcOptions& options) {
+  compression::check_dgc_options(options);
+  std::lock_guard<std::mutex> lock(dgc_mutex_);
+  RINGD_CHECK_ARG(!dgc_ran_ || options == dgc_options_,
+                  "rank " << ctx_.rank()
+                          << ": the DGC settings cannot change once a DGC tensor has run (its "
+                             "velocity and residual were built under the first ones); give every "
+                             "DGC user of this job the same settings");
+  dgc_options_ = options;
+}
+
 Executor::Traffic Executor::run_dgc(const Bucket& bucket, std::vector<ReadyTensor>& ready) {
-  const DgcOptions& options = config_.dgc;
+  DgcOptions options;
+  {
+    std::lock_guard<std::mutex> lock(dgc_mutex_);
+    dgc_ran_ = true;
+    options = dgc_options_;
+  }
   const int epoch = epoch_.load();
   const double sparsity = compression::sparsity_at(options, epoch);
   const bool average = ready[bucket.members[0]].tensor.params.op == ReduceOp::kAvg;
@@ -63,7 +80,7 @@ Executor::Traffic Executor::run_dgc(const Bucket& bucket, std::vector<ReadyTenso
       const Tensor& tensor = ready[i].tensor.tensor;
       const size_t keep = compression::kept_entries(tensor.count(), sparsity);
       topk.seed = base;  // a different sample per member, the same on every step
-      dgc_state(ready[i].tensor.name, tensor.count())
+      dgc_state(ready[i].tensor.name, tensor.count(), options.momentum)
           .compress_sparse(static_cast<const float*>(tensor.data), keep, clip, topk, base,
                            &dgc_entries_);
       pairs += keep;
@@ -87,7 +104,7 @@ Executor::Traffic Executor::run_dgc(const Bucket& bucket, std::vector<ReadyTenso
     size_t offset = 0;
     for (size_t i : dense) {
       const Tensor& tensor = ready[i].tensor.tensor;
-      dgc_state(ready[i].tensor.name, tensor.count())
+      dgc_state(ready[i].tensor.name, tensor.count(), options.momentum)
           .compress_dense(static_cast<const float*>(tensor.data), clip, buffer + offset);
       offset += tensor.count();
     }

@@ -173,6 +173,63 @@ TEST(EngineDgc, OnlySumsAndAveragesCompress) {
   });
 }
 
+// Settings given after the engine started (ringd.torch learns them from Compression.dgc) are
+// the ones the DGC buckets run with: their sparsity (the pair count) and their momentum (the
+// velocity). Once a DGC tensor has run they are fixed: the same settings again are accepted,
+// others refused; settings no rank could run are refused at once.
+TEST(EngineDgc, SettingsGivenAfterTheStartApplyAndThenStayFixed) {
+  constexpr int kSize = 2;
+  DgcOptions settings;
+  settings.sparsity = 0.9;
+  settings.warmup = {};
+  settings.momentum = 0.5f;
+  const int tensor = 0;  // 50000 elements: sparse
+  const size_t count = kTensorCounts[tensor];
+  std::vector<std::vector<compression::DgcTensorState>> states(kSize);
+  for (auto& per_rank : states) {
+    for (size_t c : kTensorCounts) per_rank.emplace_back(c, settings.momentum);
+  }
+  std::mutex mutex;
+  std::vector<std::vector<std::vector<float>>> results(kSize);
+  std::vector<EngineStats> stats(kSize);
+  testing::run_ranks(Transport::kInproc, kSize, [&](Context& ctx) {
+    Engine engine(ctx, testing::test_engine_options());  // compression none, default DGC settings
+    DgcOptions impossible = settings;
+    impossible.sparsity = 1.0;
+    EXPECT_THROW(engine.set_dgc_options(impossible), Error);
+    engine.set_dgc_options(settings);
+    for (int step = 0; step < 2; ++step) {
+      std::vector<float> buffer = gradient(ctx.rank(), tensor, step, count);
+      Submission submission;
+      submission.name = "w";
+      submission.tensor = Tensor{buffer.data(), DataType::kFloat32, {static_cast<int64_t>(count)}};
+      submission.op = ReduceOp::kSum;
+      submission.compression = Compression::kDgc;
+      engine.submit(submission).wait();
+      std::lock_guard<std::mutex> lock(mutex);
+      results[ctx.rank()].push_back(std::move(buffer));
+    }
+    engine.set_dgc_options(settings);  // the same again: fine
+    DgcOptions other = settings;
+    other.momentum = 0.9f;
+    try {
+      engine.set_dgc_options(other);
+      ADD_FAILURE() << "rank " << ctx.rank() << ": new DGC settings after a DGC tensor ran";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("cannot change"), std::string::npos) << error.what();
+    }
+    stats[ctx.rank()] = engine.stats();
+  });
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<float> expected = expected_sum(states, settings, kSize, tensor, step, 0);
+    for (int rank = 0; rank < kSize; ++rank) {
+      ASSERT_EQ(results[rank][step], expected) << "step " << step << " rank " << rank;
+    }
+  }
+  EXPECT_EQ(stats[0].compressed_bytes, 2 * compression::kept_entries(count, 0.9) * 8);
+}
+
 TEST(EngineDgc, SettingsNoRankCouldRunAreRefused) {
   testing::run_ranks(Transport::kInproc, 1, [](Context& ctx) {
     for (double sparsity : {-0.1, 1.0, std::nan("")}) {
