@@ -5,6 +5,12 @@
 // the tensor's 100 MB once. Arguments: sparsity in per mille kept away (999: k = 25,000; 990: k =
 // 250,000) and, for select_top_k, the sample fraction in millionths.
 //
+// And DGC's whole per-tensor step as the compressor runs it (u = m u + g, v += u, then the top k
+// of v): the accumulation alone (BM_Accumulate), followed by select_and_pack_top_k (the two
+// passes of before), and fused into one pass (accumulate_select_and_pack_top_k, what
+// DgcTensorState::compress_sparse runs). Fused minus accumulation alone is what selecting and
+// packing cost on top of the accumulation the step needs anyway.
+//
 //   build/bench/dgc_select_bench --benchmark_min_time=1 --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true   (one command line)
 #include <benchmark/benchmark.h>
@@ -125,6 +131,62 @@ void BM_ReadPass(benchmark::State& state) {
   report(state);
 }
 
+// DGC's step over g, u, v of 25 M floats (u and v carry over between iterations, as in training;
+// nothing is masked, so both variants see the same values).
+struct DgcArrays {
+  std::vector<float> u = std::vector<float>(kCount, 0.0f);
+  std::vector<float> v = std::vector<float>(kCount, 0.0f);
+};
+
+__attribute__((target_clones("avx2", "default"))) void accumulate(const float* __restrict g,
+                                                                  float* __restrict u,
+                                                                  float* __restrict v,
+                                                                  size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    u[i] = 0.9f * u[i] + g[i];
+    v[i] += u[i];
+  }
+}
+
+void BM_Accumulate(benchmark::State& state) {
+  const std::vector<float>& g = gradient();
+  DgcArrays arrays;
+  for (auto _ : state) {
+    accumulate(g.data(), arrays.u.data(), arrays.v.data(), kCount);
+    benchmark::DoNotOptimize(arrays.v.data());
+  }
+  report(state);
+}
+
+void BM_AccumulateThenSelect(benchmark::State& state) {
+  const std::vector<float>& g = gradient();
+  DgcArrays arrays;
+  std::vector<uint32_t> indices;
+  std::vector<float> packed;
+  for (auto _ : state) {
+    accumulate(g.data(), arrays.u.data(), arrays.v.data(), kCount);
+    select_and_pack_top_k(arrays.v.data(), kCount, k_for(state), TopkOptions{}, &indices, &packed);
+    benchmark::DoNotOptimize(packed.data());
+  }
+  report(state);
+}
+
+void BM_AccumulateSelectFused(benchmark::State& state) {
+  const std::vector<float>& g = gradient();
+  DgcArrays arrays;
+  std::vector<uint32_t> indices;
+  std::vector<float> packed;
+  TopkStats stats;
+  for (auto _ : state) {
+    accumulate_select_and_pack_top_k(g.data(), arrays.u.data(), arrays.v.data(), kCount, 0.9f, 1.0f,
+                                     k_for(state), TopkOptions{}, &indices, &packed, &stats);
+    benchmark::DoNotOptimize(packed.data());
+  }
+  report(state);
+  state.counters["candidates"] = static_cast<double>(stats.candidates);
+  state.counters["scans"] = stats.scan_rounds;
+}
+
 // The memory system of a shared machine is noisy: with --benchmark_repetitions the fastest run is
 // reported beside mean and median.
 double fastest(const std::vector<double>& runs) {
@@ -145,6 +207,15 @@ BENCHMARK(BM_SelectAndPack)
 BENCHMARK(BM_SelectThenPack)
     ->Args({999, 500})
     ->Args({990, 500})
+    ->Unit(benchmark::kMillisecond)
+    ->ComputeStatistics("min", fastest);
+BENCHMARK(BM_Accumulate)->Unit(benchmark::kMillisecond)->ComputeStatistics("min", fastest);
+BENCHMARK(BM_AccumulateThenSelect)
+    ->Arg(999)
+    ->Unit(benchmark::kMillisecond)
+    ->ComputeStatistics("min", fastest);
+BENCHMARK(BM_AccumulateSelectFused)
+    ->Arg(999)
     ->Unit(benchmark::kMillisecond)
     ->ComputeStatistics("min", fastest);
 BENCHMARK(BM_ExactNthElementAndPack)

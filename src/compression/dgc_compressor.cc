@@ -46,9 +46,11 @@ void DgcTensorState::compress_sparse(const float* gradient, size_t k, float clip
           index_base + accumulated_.size() <= uint64_t{std::numeric_limits<uint32_t>::max()} + 1,
       "dgc: a tensor of " << accumulated_.size() << " elements at offset " << index_base
                           << " does not fit 32-bit indices");
-  accumulate(gradient, clip_threshold);
-  select_and_pack_top_k(accumulated_.data(), accumulated_.size(), k, topk, &selected_,
-                        &selected_values_);
+  // The accumulation and the top-k search share one pass over the tensor.
+  accumulate_select_and_pack_top_k(gradient, velocity_.data(), accumulated_.data(),
+                                   accumulated_.size(), momentum_,
+                                   clip_factor(gradient, accumulated_.size(), clip_threshold), k,
+                                   topk, &selected_, &selected_values_);
   entries->reserve(entries->size() + selected_.size());
   for (size_t e = 0; e < selected_.size(); ++e) {
     const uint32_t index = selected_[e];

@@ -100,6 +100,35 @@ __attribute__((target_clones("avx2", "default"))) void scan_candidates(const flo
   append_hits(values, tail, count - tail, below, &lists->back());
 }
 
+// DGC's accumulation (u = m u + s g, v += u) fused with scan_candidates' test: each 16-element
+// block is computed, written back, and its elements with magnitude_bits >= threshold appended to
+// `list` (index order). threshold 0x80000000 (above every magnitude, NaN's included) accumulates
+// only. One stream per array rather than scan_candidates' four quarters: the pass already reads
+// three arrays and writes two.
+__attribute__((target_clones("avx2", "default"))) void accumulate_and_scan(
+    const float* __restrict gradient, float* __restrict velocity, float* __restrict accumulated,
+    size_t count, float momentum, float scale, uint32_t threshold, CandidateList* list) {
+  const uint32_t below = threshold - 1;
+  list->size = 0;
+  const size_t blocks = count / kBlock * kBlock;
+  for (size_t base = 0; base < blocks; base += kBlock) {
+    uint32_t any = 0;
+    for (size_t j = 0; j < kBlock; ++j) {
+      const float u = momentum * velocity[base + j] + scale * gradient[base + j];
+      const float v = accumulated[base + j] + u;
+      velocity[base + j] = u;
+      accumulated[base + j] = v;
+      any |= below - magnitude_bits(v);
+    }
+    if (any >> 31) append_hits(accumulated, base, kBlock, below, list);
+  }
+  for (size_t i = blocks; i < count; ++i) {
+    velocity[i] = momentum * velocity[i] + scale * gradient[i];
+    accumulated[i] += velocity[i];
+  }
+  append_hits(accumulated, blocks, count - blocks, below, list);
+}
+
 // The k-th largest of `magnitudes` (k >= 1; permuted) and how many copies of it are in the top k.
 struct Cutoff {
   uint32_t magnitude;
@@ -169,6 +198,14 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The sample's rank whose magnitude is the first threshold: about rank x count / sample size >= k
+// elements reach it (see the block comment above).
+size_t first_rank(size_t k, size_t count, size_t sample_size) {
+  const double expected =
+      static_cast<double>(k) * static_cast<double>(sample_size) / static_cast<double>(count);
+  return static_cast<size_t>(std::ceil(expected + 3 * std::sqrt(expected))) + 1;
+}
+
 // select_top_k's body; `packed` may be null.
 void select(const float* values, size_t count, size_t k, const TopkOptions& options,
             std::vector<uint32_t>* indices, std::vector<float>* packed, TopkStats* stats) {
@@ -196,9 +233,7 @@ void select(const float* values, size_t count, size_t k, const TopkOptions& opti
     sample[j] = magnitude_bits(values[plan.first + j * plan.stride]);
   }
   stat.sample_size = plan.size;
-  const double expected =
-      static_cast<double>(k) * static_cast<double>(plan.size) / static_cast<double>(count);
-  size_t rank = static_cast<size_t>(std::ceil(expected + 3 * std::sqrt(expected))) + 1;
+  size_t rank = first_rank(k, count, plan.size);
   uint32_t threshold = 0;
   Candidates lists;
   for (CandidateList& list : lists) {  // room for the expected rank * stride candidates
@@ -263,6 +298,61 @@ void select_and_pack_top_k(const float* values, size_t count, size_t k, const To
                            TopkStats* stats) {
   RINGD_CHECK_ARG(packed != nullptr, "select_and_pack_top_k: packed is null");
   select(values, count, k, options, indices, packed, stats);
+}
+
+void accumulate_select_and_pack_top_k(const float* gradient, float* velocity, float* accumulated,
+                                      size_t count, float momentum, float scale, size_t k,
+                                      const TopkOptions& options, std::vector<uint32_t>* indices,
+                                      std::vector<float>* packed, TopkStats* stats) {
+  RINGD_CHECK_ARG(indices != nullptr && packed != nullptr,
+                  "accumulate_select_and_pack_top_k: indices or packed is null");
+  RINGD_CHECK_ARG(
+      count == 0 || (gradient != nullptr && velocity != nullptr && accumulated != nullptr),
+      "accumulate_select_and_pack_top_k: a null array, count " << count);
+  RINGD_CHECK_ARG(count <= kMaxCount, "accumulate_select_and_pack_top_k: count "
+                                          << count << " exceeds 2^32, the most uint32_t indices "
+                                          << "address; split the tensor");
+  const TopkSamplePlan plan = plan_topk_sample(count, options);
+  constexpr uint32_t kNothing = 0x80000000u;  // above every magnitude: accumulate only
+  uint32_t threshold = kNothing;
+  size_t rank = 0;
+  if (k > 0 && k < count && count <= kMaxCount) {
+    rank = first_rank(k, count, plan.size);
+    if (rank * kMaxCandidateShare <= plan.size) {
+      // The sample of the values the pass is about to write, with the pass's arithmetic.
+      std::vector<uint32_t> sample(plan.size);
+      for (size_t j = 0; j < plan.size; ++j) {
+        const size_t i = plan.first + j * plan.stride;
+        const float u = momentum * velocity[i] + scale * gradient[i];
+        sample[j] = magnitude_bits(accumulated[i] + u);
+      }
+      auto at_rank = sample.begin() + static_cast<ptrdiff_t>(rank - 1);
+      std::nth_element(sample.begin(), at_rank, sample.end(), std::greater<>());
+      if (*at_rank > 0) threshold = *at_rank;
+    }
+  }
+  Candidates lists;
+  if (threshold != kNothing) {
+    lists[0].index.resize(rank * plan.stride + rank + kStreams * kBlock);
+    lists[0].value.resize(lists[0].index.size());
+  }
+  accumulate_and_scan(gradient, velocity, accumulated, count, momentum, scale, threshold,
+                      &lists[0]);
+  if (threshold != kNothing && lists[0].size >= k) {
+    indices->clear();
+    packed->clear();
+    keep_top_k_of_candidates(lists, k, indices, packed);
+    if (stats != nullptr) {
+      *stats = TopkStats{};
+      stats->sample_size = plan.size;
+      stats->candidates = lists[0].size;
+      stats->scan_rounds = 1;
+    }
+    return;
+  }
+  // No estimate (k = 0, k >= count, a small or zero sample) or too few candidates: the plain
+  // selection over what the pass wrote (it checks count and k itself).
+  select_and_pack_top_k(accumulated, count, k, options, indices, packed, stats);
 }
 
 void pack_selected(const float* values, size_t count, const std::vector<uint32_t>& indices,

@@ -50,6 +50,19 @@ void select_and_pack_top_k(const float* values, size_t count, size_t k, const To
                            std::vector<uint32_t>* indices, std::vector<float>* packed,
                            TopkStats* stats = nullptr);
 
+// DGC's accumulation and selection in one pass (dgc_compressor.h): velocity = momentum x velocity
+// + scale x gradient and accumulated += velocity, element by element (no FMA: the same bits as
+// the separate accumulation), written back; then *indices and *packed are what
+// select_and_pack_top_k would give for the new `accumulated`. The threshold is estimated from a
+// sample of the new values computed ahead, and the candidates are collected while the pass
+// writes, so the tensor is read once instead of twice. When the estimate finds fewer than k
+// candidates, select_and_pack_top_k runs over the written result (the second read it saves
+// otherwise).
+void accumulate_select_and_pack_top_k(const float* gradient, float* velocity, float* accumulated,
+                                      size_t count, float momentum, float scale, size_t k,
+                                      const TopkOptions& options, std::vector<uint32_t>* indices,
+                                      std::vector<float>* packed, TopkStats* stats = nullptr);
+
 // packed[i] = values[indices[i]]: the value half of the (index, value) pairs the exchange sends.
 // Throws kInvalidArgument if an index is not below count.
 void pack_selected(const float* values, size_t count, const std::vector<uint32_t>& indices,

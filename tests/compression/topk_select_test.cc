@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -204,6 +205,76 @@ TEST(TopkSelect, RejectsCountBeyondUint32IndicesAndBadOptions) {
   }
   EXPECT_THROW(select_top_k(nullptr, 5, 1, {}, &indices), Error);
   EXPECT_THROW(select_top_k(&one, 1, 1, {}, nullptr), Error);
+}
+
+// accumulate_select_and_pack_top_k against the two steps it fuses: the accumulation written out
+// here, then select_and_pack_top_k. Velocity, residual, indices and values must be bitwise the
+// same, over sizes (tails of count % 16), k from 0 to beyond count, NaNs, a zero tensor (no
+// estimate), and a sample fooled into too few candidates (the fallback over the written result).
+std::vector<uint32_t> bits_of(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+TEST(TopkAccumulateSelect, EqualsTheAccumulationThenTheSelection) {
+  const float momentum = 0.9f, scale = 0.75f;
+  int cases = 0;
+  for (size_t count :
+       {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{5003}, (size_t{1} << 20) + 3}) {
+    for (const char* kind : {"normal", "nan", "zeros", "fooled"}) {
+      std::vector<float> g = normal_values(count, 17), u = normal_values(count, 18),
+                         v = normal_values(count, 19);
+      const TopkSamplePlan plan = plan_topk_sample(count, {});
+      if (std::string(kind) == "nan" && count > 3) {
+        g[count / 2] = std::numeric_limits<float>::quiet_NaN();
+        v[count - 1] = -std::numeric_limits<float>::infinity();
+      } else if (std::string(kind) == "zeros") {
+        std::fill(g.begin(), g.end(), 0.0f);
+        std::fill(u.begin(), u.end(), 0.0f);
+        std::fill(v.begin(), v.end(), 0.0f);
+      } else if (std::string(kind) == "fooled") {  // the sample's first 64 hold the only huge ones
+        for (size_t j = 0; j < std::min<size_t>(64, plan.size); ++j) {
+          v[plan.first + j * plan.stride] = 1e6f + static_cast<float>(j);
+        }
+      }
+      for (size_t k :
+           {size_t{0}, size_t{1}, size_t{10}, count / 50, count / 4 + 1, count, count + 5}) {
+        std::vector<float> ref_u = u, ref_v = v;
+        for (size_t i = 0; i < count; ++i) {
+          ref_u[i] = momentum * ref_u[i] + scale * g[i];
+          ref_v[i] += ref_u[i];
+        }
+        std::vector<uint32_t> want_indices, got_indices{7};  // stale content to be cleared
+        std::vector<float> want_packed, got_packed{1.0f};
+        select_and_pack_top_k(ref_v.data(), count, k, {}, &want_indices, &want_packed);
+        std::vector<float> got_u = u, got_v = v;
+        TopkStats stats;
+        accumulate_select_and_pack_top_k(g.data(), got_u.data(), got_v.data(), count, momentum,
+                                         scale, k, {}, &got_indices, &got_packed, &stats);
+        const std::string where =
+            std::string(kind) + " count " + std::to_string(count) + " k " + std::to_string(k);
+        ASSERT_EQ(bits_of(got_u), bits_of(ref_u)) << where;
+        ASSERT_EQ(bits_of(got_v), bits_of(ref_v)) << where;
+        ASSERT_EQ(got_indices, want_indices) << where;
+        ASSERT_EQ(bits_of(got_packed), bits_of(want_packed)) << where;
+        if (std::string(kind) == "fooled" && count == (size_t{1} << 20) + 3 && k == count / 50) {
+          EXPECT_EQ(stats.scan_rounds, 2) << "the fallback's rescan: " << where;
+        }
+        if (std::string(kind) == "normal" && count == (size_t{1} << 20) + 3 && k == 10) {
+          EXPECT_EQ(stats.scan_rounds, 1) << where;
+          EXPECT_LT(stats.candidates, count / 100) << "the fused pass's own candidates";
+        }
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 6 * 4 * 7);
+  std::vector<uint32_t> indices;
+  std::vector<float> packed;
+  EXPECT_THROW(accumulate_select_and_pack_top_k(nullptr, nullptr, nullptr, 5, 0.9f, 1.0f, 1, {},
+                                                &indices, &packed),
+               Error);
 }
 
 TEST(TopkPack, GathersTheSelectedValues) {
