@@ -106,6 +106,26 @@ class PyJob {
     return out;
   }
 
+  void set_epoch(int epoch) {
+    if (epoch < 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "ringd: set_epoch(" + std::to_string(epoch) + "): epochs count from 0");
+    }
+    job_->engine().set_epoch(epoch);
+  }
+
+  void set_dgc_options(double sparsity, const std::vector<double>& warmup, float momentum,
+                       float clip_norm, double sample_fraction, size_t min_sparse_elements) {
+    DgcOptions options;
+    options.sparsity = sparsity;
+    options.warmup = warmup;
+    options.momentum = momentum;
+    options.clip_norm = clip_norm;
+    options.sample_fraction = sample_fraction;
+    options.min_sparse_elements = min_sparse_elements;
+    job_->engine().set_dgc_options(options);
+  }
+
   void shutdown() {
     {
       nb::gil_scoped_release release;
@@ -212,6 +232,13 @@ void bind_job(nb::module_& module) {
            "compression"_a = nb::none(),
            "allreduce of several arrays as one group: none of them runs before all of them are "
            "ready on every rank; returns one Handle per array.")
+      .def("set_epoch", &PyJob::set_epoch, "epoch"_a,
+           "The epoch (from 0) DGC's sparsity warm-up reads; every rank sets the same one before "
+           "that epoch's first tensor.")
+      .def("set_dgc_options", &PyJob::set_dgc_options, "sparsity"_a, "warmup"_a, "momentum"_a,
+           "clip_norm"_a, "sample_fraction"_a, "min_sparse_elements"_a,
+           "The settings of compression='dgc' tensors (include/ringd/dgc.h). Every rank must "
+           "give the same ones (not checked here); fixed once a DGC tensor has run.")
       .def("shutdown", &PyJob::shutdown,
            "Stops the engine (on every rank, in effect) and closes the connection. Idempotent.")
       .def("__repr__", &job_repr);

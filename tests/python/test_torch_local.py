@@ -133,6 +133,15 @@ def test_compression_names_the_wire_format():
     assert hvd.Compression.bf16.wire == "bf16"
     tensor = torch.ones(2)
     assert hvd.Compression.fp16.compress(tensor) == (tensor, None)
+    dgc = hvd.Compression.dgc(sparsity=0.99, warmup_epochs=2)
+    assert dgc.wire == "dgc"
+    assert dgc.settings() == {"sparsity": 0.99, "warmup": [0.75, 0.9375], "momentum": 0.9,
+                              "clip_norm": 0.0, "sample_fraction": 0.0005,
+                              "min_sparse_elements": 4096}
+    assert dgc.with_momentum(0.5).settings()["momentum"] == 0.5
+    # Passed without calling it (as one passes Compression.fp16): the default settings.
+    from ringd.torch.compression import wire_and_python_compressor
+    assert wire_and_python_compressor(hvd.Compression.dgc) == ("dgc", None)
 
 
 @pytest.mark.parametrize("rows,size", [(0, 3), (1, 4), (7, 3), (8, 4), (9, 4)])

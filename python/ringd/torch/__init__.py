@@ -10,7 +10,8 @@ Tensors: float32 float64 float16 bfloat16 int32 int64 uint8 (other dtypes: TypeE
 dtype); contiguous CPU tensors go to the engine without a copy, non-contiguous ones through a
 contiguous copy, CUDA tensors through host memory (ringd.torch.tensors). Errors are
 ringd.RingdError subclasses (re-exported here). Not supported: process sets, join(), sparse
-gradients, Adasum.
+gradients, Adasum. Beyond Horovod: Compression.dgc(...), deep gradient compression in the engine
+(with set_epoch(epoch) for its warm-up; ringd.torch.compression.DGCCompressor).
 """
 
 from ringd._core import (
@@ -57,6 +58,7 @@ from ringd.torch.collectives import (
     synchronize,
 )
 from ringd.torch.compression import Compression
+from ringd.torch.dgc import set_epoch
 from ringd.torch.functions import (
     allgather_object,
     broadcast_object,
@@ -74,6 +76,6 @@ __all__ = [
     "grouped_allreduce_async_", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "allgather", "allgather_async", "reducescatter", "synchronize", "poll", "barrier",
     "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "allgather_object",
-    "DistributedOptimizer",
+    "DistributedOptimizer", "set_epoch",
     "RingdError", "InvalidArgumentError", "MismatchError", "PeerLostError", "RingdTimeoutError",
 ]

@@ -13,7 +13,8 @@ import torch
 from ringd import _runtime
 from ringd._runtime import Average, Sum, job, name_or_default, op_from_average
 from ringd.collectives import scatter_rows
-from ringd.torch.compression import Compression, wire_and_python_compressor
+from ringd.torch import dgc
+from ringd.torch.compression import Compression, DGCCompressor, wire_and_python_compressor
 from ringd.torch.tensors import stage, tensor_from_bytes
 
 
@@ -73,6 +74,8 @@ def _submit_allreduce(tensors, name, op, average, prescale_factor, postscale_fac
                       in_place, grouped):
     op = op_from_average(op, average)
     wire, compressor = wire_and_python_compressor(compression)
+    if wire == "dgc":
+        dgc.configure(compression if isinstance(compression, DGCCompressor) else DGCCompressor())
     if grouped:
         group = name_or_default(name, "grouped_allreduce")
         names = [f"{group}.{index}" for index in range(len(tensors))]

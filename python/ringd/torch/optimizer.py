@@ -11,6 +11,15 @@ optimizer's own (isinstance still holds), sharing its state and param_groups.
 backward_passes_per_step=N: gradients accumulate locally for N backward passes and are reduced
 after the N-th (scale the loss yourself, as in Horovod). gradient_predivide_factor=f (op
 Average): each gradient is divided by f before the sum and multiplied by f/size after.
+
+compression=Compression.dgc(...): deep gradient compression. The momentum moves from the
+optimizer into the compressor (momentum correction): the wrapped SGD's momentum becomes the
+compressor's and the optimizer's param_groups get momentum 0, so step() applies the averaged
+sparse velocities as plain SGD (weight decay, if any, is added there, outside the momentum).
+Constructing the optimizer is then collective (the ranks check that their settings agree).
+Nesterov momentum, dampening and parameter groups with different momenta are refused. The
+compressor's velocities and residuals live in the engine, not in the optimizer's state_dict().
+Call ringd.torch.set_epoch(epoch) at each epoch's start for the sparsity warm-up.
 """
 
 import contextlib
@@ -20,8 +29,8 @@ import torch
 
 from ringd import _runtime
 from ringd._runtime import Average, Sum, check_op
-from ringd.torch import collectives
-from ringd.torch.compression import Compression
+from ringd.torch import collectives, dgc
+from ringd.torch.compression import Compression, DGCCompressor
 
 
 class _DistributedOptimizer:
@@ -35,6 +44,14 @@ class _DistributedOptimizer:
                              ">= 1")
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError("ringd: gradient_predivide_factor needs op=Average")
+        if compression is Compression.dgc:  # passed without calling it: the default settings
+            compression = Compression.dgc()
+        if isinstance(compression, DGCCompressor):
+            compression = self._dgc_with_momentum(compression)
+            dgc.configure(compression)
+            for group in self.param_groups:  # the momentum now lives in the compressor
+                if "momentum" in group:
+                    group["momentum"] = 0.0
         self._compression = compression
         self._backward_passes_per_step = backward_passes_per_step
         self._op = op
@@ -48,6 +65,31 @@ class _DistributedOptimizer:
         self._should_synchronize = True
         self._hook_handles = [p.register_post_accumulate_grad_hook(self._on_gradient)
                               for p in self._requires_update]
+
+    def _dgc_with_momentum(self, compression):
+        """Deep gradient compression keeps the momentum (momentum correction): the compressor
+        with the optimizer's momentum (which the caller then sets to 0)."""
+        groups = self.param_groups
+        if any(group.get("nesterov", False) for group in groups):
+            raise ValueError("ringd: Compression.dgc with nesterov=True: DGC's momentum correction "
+                             "is plain momentum; use nesterov=False")
+        momenta = {float(group.get("momentum", 0.0)) for group in groups}
+        if len(momenta) > 1:
+            raise ValueError(f"ringd: Compression.dgc: the optimizer's parameter groups have "
+                             f"different momenta {sorted(momenta)}; DGC keeps one momentum for "
+                             "every gradient")
+        momentum = momenta.pop()
+        if momentum and any(group.get("dampening", 0.0) for group in groups):
+            raise ValueError("ringd: Compression.dgc with dampening: DGC's momentum correction "
+                             "has none; use dampening=0")
+        if compression.momentum is None:
+            compression = compression.with_momentum(momentum)
+        elif momentum:
+            raise ValueError(f"ringd: momentum given twice: Compression.dgc(momentum="
+                             f"{compression.momentum}) and the optimizer's momentum={momentum}; "
+                             "with DGC the momentum lives in the compressor: set the optimizer's "
+                             "to 0 or leave the compressor's out")
+        return compression
 
     def _parameter_names(self, named_parameters):
         params = [p for group in self.param_groups for p in group["params"]]
