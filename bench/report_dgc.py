@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Tables and verdicts of bench/compare_dgc.sh from DIR/runs.jsonl (replays), DIR/accuracy.jsonl
-(training runs) and DIR/kernel.json (google-benchmark), whichever exist.
+(MLP training runs), DIR/cnn.jsonl (the PyTorch CNN's) and DIR/kernel.json (google-benchmark),
+whichever exist.
 
 The verdicts are issue 16's acceptance lines:
   communication per step >= 10x faster with DGC   dense step / dgc step, --compute-ms 0
   scaling efficiency >= 0.9 at 8 nodes            resnet50 with DGC and --compute-ms C
-  DGC test accuracy within 0.5 points of dense    mean over the seeds
+  DGC test accuracy within 0.5 points of dense    mean over the seeds (MLP; PyTorch CNN)
   selection + packing <= 10 ms per 25 M floats    the kernel benchmark at 99.9%
 """
 import argparse
@@ -16,7 +17,10 @@ import statistics
 from report_lib import read_jsonl, write_report
 
 TARGETS = {"speedup": 10.0, "efficiency": 0.9, "accuracy_points": 0.5, "select_ms": 10.0}
-
+MODELS = {  # model -> (section title, name in the verdict, plot file)
+    "mlp": ("Accuracy: the MLP (ringd train)", "MLP", "accuracy.png"),
+    "cnn": ("Accuracy: the PyTorch CNN (ringd.torch)", "PyTorch CNN", "accuracy_cnn.png"),
+}
 
 
 def speed_section(runs, verdicts):
@@ -59,24 +63,26 @@ def speed_section(runs, verdicts):
     return ["## Speed (emulated cluster)", ""] + rows + [""]
 
 
-def accuracy_section(runs, verdicts, out_dir, plot):
+def accuracy_section(runs, verdicts, out_dir, plot, model="mlp"):
     if not runs:
         return []
+    title, label, plot_file = MODELS[model]
     modes = {}
     for run in runs:
         modes.setdefault(run["mode"], []).append(run)
-    rows = ["| mode | seeds | final test accuracy: mean | spread (min..max) | runs |",
-            "|---|---:|---:|---|---|"]
+    rows = ["| mode | lr schedule | seeds | final test accuracy: mean | spread (min..max) | runs |",
+            "|---|---|---:|---:|---|---|"]
     means = {}
     for mode, items in sorted(modes.items()):
         finals = [r["test_accuracy"] for r in items]
         means[mode] = statistics.mean(finals)
-        rows.append("| %s | %d | %.4f | %.4f..%.4f | %s |" % (
-            mode, len(items), means[mode], min(finals), max(finals),
+        schedules = "/".join(sorted({r.get("lr_schedule", "constant") for r in items}))
+        rows.append("| %s | %s | %d | %.4f | %.4f..%.4f | %s |" % (
+            mode, schedules, len(items), means[mode], min(finals), max(finals),
             ", ".join("%.4f" % f for f in finals)))
     if "none" in means and "dgc-0.999" in means:
         gap = 100 * (means["none"] - means["dgc-0.999"])
-        verdicts.append(("MLP test accuracy, dense minus dgc 99.9% (points)", gap,
+        verdicts.append(("%s test accuracy, dense minus dgc 99.9%% (points)" % label, gap,
                          "<= %.1f" % TARGETS["accuracy_points"],
                          gap <= TARGETS["accuracy_points"]))
     if plot:
@@ -94,14 +100,14 @@ def accuracy_section(runs, verdicts, out_dir, plot):
                           label="%s seed %d" % (run["mode"], run["seed"]))
             axes.set_xlabel("epoch")
             axes.set_ylabel("test accuracy")
-            axes.set_title("MLP on Fashion-MNIST, 4 ranks: dense vs DGC")
+            axes.set_title("%s on Fashion-MNIST, 4 ranks: dense vs DGC" % label)
             axes.legend(fontsize=7)
             figure.tight_layout()
-            figure.savefig(os.path.join(out_dir, "accuracy.png"), dpi=120)
-            rows += ["", "curves: accuracy.png"]
+            figure.savefig(os.path.join(out_dir, plot_file), dpi=120)
+            rows += ["", "curves: " + plot_file]
         except ImportError:
-            rows += ["", "(no matplotlib: no accuracy.png)"]
-    return ["## Accuracy", ""] + rows + [""]
+            rows += ["", "(no matplotlib: no %s)" % plot_file]
+    return ["## " + title, ""] + rows + [""]
 
 
 def kernel_section(path, verdicts):
@@ -134,6 +140,8 @@ def main():
     lines += speed_section(read_jsonl(os.path.join(args.out, "runs.jsonl")), verdicts)
     lines += accuracy_section(read_jsonl(os.path.join(args.out, "accuracy.jsonl")), verdicts,
                               args.out, not args.no_plot)
+    lines += accuracy_section(read_jsonl(os.path.join(args.out, "cnn.jsonl")), verdicts,
+                              args.out, not args.no_plot, model="cnn")
     lines += kernel_section(os.path.join(args.out, "kernel.json"), verdicts)
     write_report(args.out, lines, verdicts, args.meta)
 

@@ -46,9 +46,15 @@ class Distributed:
             self.hvd = hvd
             self.rank, self.size = hvd.rank(), hvd.size()
 
-    def wrap(self, model, optimizer, compression=None):
+    def wrap(self, model, optimizer, compression=None, dgc=None):
         """The model and optimizer to train with: replicas start from rank 0's state, and the
-        gradients are averaged across the ranks."""
+        gradients are averaged across the ranks. compression: None, "fp16" or "dgc" (ringd only;
+        `dgc` holds Compression.dgc's keyword arguments)."""
+        if compression == "dgc" and self.framework != "ringd":
+            raise SystemExit(f"--compression dgc: deep gradient compression is ringd's; "
+                             f"--framework {self.framework} has none")
+        if compression == "fp16" and self.framework in ("ddp", "none"):
+            raise SystemExit(f"--fp16-allreduce: not with --framework {self.framework}")
         if self.framework == "none":
             return model, optimizer
         if self.hvd is None:
@@ -62,9 +68,16 @@ class Distributed:
         kwargs = {}
         if compression == "fp16":
             kwargs["compression"] = hvd.Compression.fp16
+        elif compression == "dgc":
+            kwargs["compression"] = hvd.Compression.dgc(**(dgc or {}))
         optimizer = hvd.DistributedOptimizer(
             optimizer, named_parameters=model.named_parameters(), **kwargs)
         return model, optimizer
+
+    def set_epoch(self, epoch):
+        """Tells ringd the epoch (from 0) for DGC's sparsity warm-up; the others need nothing."""
+        if self.framework == "ringd":
+            self.hvd.set_epoch(epoch)
 
     def sum(self, values):
         """The element-wise sum of a float64 tensor over the ranks."""
