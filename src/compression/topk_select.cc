@@ -316,7 +316,7 @@ void accumulate_select_and_pack_top_k(const float* gradient, float* velocity, fl
   constexpr uint32_t kNothing = 0x80000000u;  // above every magnitude: accumulate only
   uint32_t threshold = kNothing;
   size_t rank = 0;
-  if (k > 0 && k < count && count <= kMaxCount) {
+  if (k > 0 && k < count) {
     rank = first_rank(k, count, plan.size);
     if (rank * kMaxCandidateShare <= plan.size) {
       // The sample of the values the pass is about to write, with the pass's arithmetic.
