@@ -8,8 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from common import assert_ok_on_every_rank, read_results  # noqa: E402
-from worker_launcher import run_workers  # noqa: E402
+from worker_launcher import checks_of_one_run  # noqa: E402
 
 SIZE = 4
 CHECKS = [
@@ -27,18 +26,5 @@ CHECKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    out_dir = tmp_path_factory.mktemp("optimizer")
-    run_workers("optimizer_worker.py", SIZE, out_dir, timeout=120)
-    return read_results(out_dir, SIZE)
-
-
-def test_the_worker_ran_every_check(results):
-    for rank_results in results:
-        assert sorted(rank_results) == sorted(CHECKS)
-
-
-@pytest.mark.parametrize("check", CHECKS)
-def test_on_every_rank(results, check):
-    assert_ok_on_every_rank(results, check)
+results, test_the_worker_ran_every_check, test_on_every_rank = checks_of_one_run(
+    "optimizer_worker.py", SIZE, CHECKS)

@@ -74,3 +74,31 @@ def run_workers(script, size, out_dir, args=(), env=None, timeout=120):
     codes = workers.wait(timeout)
     assert codes == [0] * size, workers.describe(codes)
     return workers
+
+
+def checks_of_one_run(script, size, checks, timeout=120):
+    """The fixture and tests of a module whose checks all come from one run of `script` on `size`
+    ranks (workers/common.py's Checks): a module-scoped `results` fixture (every rank's record),
+    a test that every rank ran every check of `checks`, and one test per check that it is "ok" on
+    every rank. Bind them to the module's names:
+
+        results, test_the_worker_ran_every_check, test_on_every_rank = checks_of_one_run(...)
+    """
+    import pytest
+    from common import assert_ok_on_every_rank, read_results
+
+    @pytest.fixture(scope="module")
+    def results(tmp_path_factory):
+        out_dir = tmp_path_factory.mktemp(pathlib.Path(script).stem)
+        run_workers(script, size, out_dir, timeout=timeout)
+        return read_results(out_dir, size)
+
+    def test_the_worker_ran_every_check(results):
+        for rank_results in results:
+            assert sorted(rank_results) == sorted(checks)
+
+    @pytest.mark.parametrize("check", checks)
+    def test_on_every_rank(results, check):
+        assert_ok_on_every_rank(results, check)
+
+    return results, test_the_worker_ran_every_check, test_on_every_rank
