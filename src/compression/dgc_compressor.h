@@ -58,6 +58,12 @@ class DgcTensorState {
   std::vector<float> selected_values_;  // v at selected_
 };
 
+// velocity = momentum x velocity + scale x gradient, then accumulated += velocity, over `count`
+// elements (dgc_accumulate.h), vectorised (AVX2 where the CPU has it). The dense step's
+// accumulation; the sparse step fuses it with the top-k search (topk_select.h).
+void accumulate_velocity(const float* gradient, float* velocity, float* accumulated, size_t count,
+                         float momentum, float scale);
+
 // The factor that brings g's L2 norm down to `threshold` (1 when it is already within, or when
 // threshold is 0).
 float clip_factor(const float* gradient, size_t count, float threshold);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 
+#include "compression/dgc_accumulate.h"
 #include "ringd/error.h"
 
 namespace ringd::compression {
@@ -114,17 +115,14 @@ __attribute__((target_clones("avx2", "default"))) void accumulate_and_scan(
   for (size_t base = 0; base < blocks; base += kBlock) {
     uint32_t any = 0;
     for (size_t j = 0; j < kBlock; ++j) {
-      const float u = momentum * velocity[base + j] + scale * gradient[base + j];
-      const float v = accumulated[base + j] + u;
-      velocity[base + j] = u;
-      accumulated[base + j] = v;
-      any |= below - magnitude_bits(v);
+      accumulate_element(gradient[base + j], momentum, scale, velocity[base + j],
+                         accumulated[base + j]);
+      any |= below - magnitude_bits(accumulated[base + j]);
     }
     if (any >> 31) append_hits(accumulated, base, kBlock, below, list);
   }
   for (size_t i = blocks; i < count; ++i) {
-    velocity[i] = momentum * velocity[i] + scale * gradient[i];
-    accumulated[i] += velocity[i];
+    accumulate_element(gradient[i], momentum, scale, velocity[i], accumulated[i]);
   }
   append_hits(accumulated, blocks, count - blocks, below, list);
 }
@@ -323,8 +321,9 @@ void accumulate_select_and_pack_top_k(const float* gradient, float* velocity, fl
       std::vector<uint32_t> sample(plan.size);
       for (size_t j = 0; j < plan.size; ++j) {
         const size_t i = plan.first + j * plan.stride;
-        const float u = momentum * velocity[i] + scale * gradient[i];
-        sample[j] = magnitude_bits(accumulated[i] + u);
+        float u = velocity[i], v = accumulated[i];  // copies: the pass writes them
+        accumulate_element(gradient[i], momentum, scale, u, v);
+        sample[j] = magnitude_bits(v);
       }
       auto at_rank = sample.begin() + static_cast<ptrdiff_t>(rank - 1);
       std::nth_element(sample.begin(), at_rank, sample.end(), std::greater<>());

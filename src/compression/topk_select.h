@@ -51,8 +51,8 @@ void select_and_pack_top_k(const float* values, size_t count, size_t k, const To
                            TopkStats* stats = nullptr);
 
 // DGC's accumulation and selection in one pass (dgc_compressor.h): velocity = momentum x velocity
-// + scale x gradient and accumulated += velocity, element by element (no FMA: the same bits as
-// the separate accumulation), written back; then *indices and *packed are what
+// + scale x gradient and accumulated += velocity, element by element (dgc_accumulate.h: the same
+// bits as the separate accumulation), written back; then *indices and *packed are what
 // select_and_pack_top_k would give for the new `accumulated`. The threshold is estimated from a
 // sample of the new values computed ahead, and the candidates are collected while the pass
 // writes, so the tensor is read once instead of twice. When the estimate finds fewer than k

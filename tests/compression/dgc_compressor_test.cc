@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "compression/dgc_options.h"
 #include "ringd/error.h"
@@ -114,6 +115,22 @@ TEST(DgcCompressor, IndicesAreOffsetByTheTensorsPlaceInTheBuffer) {
                Error);  // a bucket offset past 2^32 must not wrap into a valid-looking index
   DgcTensorState last(10, 0.9f);  // the last 10 indices of the 32-bit range are fine
   EXPECT_NO_THROW(last.compress_sparse(g.data(), 2, 0.0f, TopkOptions{}, 0xFFFFFFF6u, &entries));
+}
+
+// The vectorised accumulation (blocks of 16, then the tail) gives the bits of the plain loop.
+TEST(DgcCompressor, AccumulateVelocityIsThePlainLoopBitwise) {
+  for (size_t count : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{1003}}) {
+    const std::vector<float> g = testing::normal_values(count, 7);
+    std::vector<float> u = testing::normal_values(count, 8), v = testing::normal_values(count, 9);
+    std::vector<float> want_u = u, want_v = v;
+    for (size_t i = 0; i < count; ++i) {
+      want_u[i] = 0.9f * want_u[i] + 0.5f * g[i];
+      want_v[i] += want_u[i];
+    }
+    accumulate_velocity(g.data(), u.data(), v.data(), count, 0.9f, 0.5f);
+    ASSERT_EQ(std::memcmp(u.data(), want_u.data(), count * sizeof(float)), 0) << count;
+    ASSERT_EQ(std::memcmp(v.data(), want_v.data(), count * sizeof(float)), 0) << count;
+  }
 }
 
 TEST(DgcCompressor, DenseKeepsItsMomentum) {
