@@ -174,6 +174,20 @@ def test_distributed_optimizer_wraps_any_optimizer(world_of_one):
     optimizer.remove_hooks()
 
 
+def test_dgc_by_name_or_uncalled_moves_the_momentum_too(world_of_one):
+    # Compression.dgc() does (test_torch_dgc.py); so must its default forms, or SGD's momentum
+    # would be applied a second time on top of the compressor's.
+    for compression in ("dgc", hvd.Compression.dgc):
+        model = torch.nn.Linear(3, 2)
+        base = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        optimizer = hvd.DistributedOptimizer(base, named_parameters=model.named_parameters(),
+                                             compression=compression)
+        assert base.param_groups[0]["momentum"] == 0.0, compression
+        model(torch.ones(4, 3)).sum().backward()
+        optimizer.step()
+        optimizer.remove_hooks()
+
+
 def test_distributed_optimizer_argument_checks(world_of_one):
     model = torch.nn.Linear(3, 2)
     with pytest.raises(ValueError, match="lacks 1"):

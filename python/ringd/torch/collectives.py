@@ -14,7 +14,7 @@ from ringd import _runtime
 from ringd._runtime import Average, Sum, job, name_or_default, op_from_average
 from ringd.collectives import scatter_rows
 from ringd.torch import dgc
-from ringd.torch.compression import Compression, DGCCompressor, wire_and_python_compressor
+from ringd.torch.compression import Compression, dgc_compressor, wire_and_python_compressor
 from ringd.torch.tensors import stage, tensor_from_bytes
 
 
@@ -73,9 +73,10 @@ def poll(handle):
 def _submit_allreduce(tensors, name, op, average, prescale_factor, postscale_factor, compression,
                       in_place, grouped):
     op = op_from_average(op, average)
+    wanted_dgc = dgc_compressor(compression)
+    if wanted_dgc is not None:
+        dgc.configure(wanted_dgc)
     wire, compressor = wire_and_python_compressor(compression)
-    if wire == "dgc":
-        dgc.configure(compression if isinstance(compression, DGCCompressor) else DGCCompressor())
     if grouped:
         group = name_or_default(name, "grouped_allreduce")
         names = [f"{group}.{index}" for index in range(len(tensors))]

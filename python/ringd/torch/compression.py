@@ -100,6 +100,11 @@ class DGCCompressor(Compressor):
             raise ValueError(f"ringd: Compression.dgc(sample_fraction={sample_fraction}): outside "
                              "(0, 1]")
         self.min_sparse_elements = count("min_sparse_elements", min_sparse_elements, 2**62)
+        # Built once: every DGC submission checks them against the job's (dgc.configure).
+        self._settings = {"sparsity": self.sparsity, "warmup": self.warmup(),
+                          "momentum": 0.9 if self.momentum is None else self.momentum,
+                          "clip_norm": self.clip_norm, "sample_fraction": self.sample_fraction,
+                          "min_sparse_elements": self.min_sparse_elements}
 
     def with_momentum(self, momentum):
         """A copy with `momentum` in place of None."""
@@ -116,11 +121,8 @@ class DGCCompressor(Compressor):
         return schedule
 
     def settings(self):
-        """The engine's settings (Job.set_dgc_options' arguments)."""
-        return {"sparsity": self.sparsity, "warmup": self.warmup(),
-                "momentum": 0.9 if self.momentum is None else self.momentum,
-                "clip_norm": self.clip_norm, "sample_fraction": self.sample_fraction,
-                "min_sparse_elements": self.min_sparse_elements}
+        """The engine's settings (Job.set_dgc_options' arguments; not to be modified)."""
+        return self._settings
 
     def __repr__(self):
         return (f"Compression.dgc(sparsity={self.sparsity}, momentum={self.momentum}, "
@@ -144,13 +146,24 @@ class Compression:
                              min_sparse_elements)
 
 
+def dgc_compressor(compression):
+    """The DGCCompressor that `compression` asks for, or None: a DGCCompressor itself, or the
+    default settings for Compression.dgc passed without calling it (as one passes
+    Compression.fp16) and for the name "dgc"."""
+    if isinstance(compression, DGCCompressor):
+        return compression
+    if compression is Compression.dgc or (isinstance(compression, str) and compression == "dgc"):
+        return DGCCompressor()
+    return None
+
+
 def wire_and_python_compressor(compression):
     """(the engine's compression name or None, a Python-side compressor or None)."""
     if compression is None:
         return None, None
     if isinstance(compression, str):
         return compression, None
-    if compression is Compression.dgc:  # passed without calling it: the default settings
+    if dgc_compressor(compression) is not None:
         return "dgc", None
     if hasattr(compression, "wire"):
         return compression.wire, None

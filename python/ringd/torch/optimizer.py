@@ -30,7 +30,7 @@ import torch
 from ringd import _runtime
 from ringd._runtime import Average, Sum, check_op
 from ringd.torch import collectives, dgc
-from ringd.torch.compression import Compression, DGCCompressor
+from ringd.torch.compression import Compression, dgc_compressor
 
 
 class _DistributedOptimizer:
@@ -44,10 +44,9 @@ class _DistributedOptimizer:
                              ">= 1")
         if gradient_predivide_factor != 1.0 and op != Average:
             raise ValueError("ringd: gradient_predivide_factor needs op=Average")
-        if compression is Compression.dgc:  # passed without calling it: the default settings
-            compression = Compression.dgc()
-        if isinstance(compression, DGCCompressor):
-            compression = self._dgc_with_momentum(compression)
+        wanted_dgc = dgc_compressor(compression)
+        if wanted_dgc is not None:
+            compression = self._dgc_with_momentum(wanted_dgc)
             dgc.configure(compression)
             for group in self.param_groups:  # the momentum now lives in the compressor
                 if "momentum" in group:
