@@ -152,12 +152,7 @@ fi
 
 if wants cnn; then
   ensure_packages openmpi-bin
-  python=$(scripts/python_env.sh)
-  if ! compgen -G "$build_dir/python/ringd/_core*.so" >/dev/null; then
-    bench_log "building ringd's Python package in $build_dir"
-    RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS="ringd_python" scripts/build.sh \
-      -DRINGD_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python" >&2
-  fi
+  ensure_python_package
   rm -f "$out/cnn.jsonl" "$out/cnn.log"
   for ((seed = 1; seed <= seeds; seed++)); do
     for mode in none "${cnn_sparsity_list[@]/#/dgc-}"; do

@@ -92,12 +92,7 @@ mkdir -p "$out"
 rm -f "$out/runs.jsonl"
 
 # ---- the environments ----
-python=$(scripts/python_env.sh)
-if ! compgen -G "$build_dir/python/ringd/_core*.so" >/dev/null; then
-  bench_log "building ringd's Python package in $build_dir"
-  RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS="ringd_python" scripts/build.sh \
-    -DRINGD_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python" >&2
-fi
+ensure_python_package
 horovod_python=
 if uses horovod && { wants synthetic || wants cnn; }; then
   horovod_python=$(bench/horovod_env.sh)

@@ -168,6 +168,17 @@ set_mpirun_common() {
   done < <(env | grep '^RINGD_[A-Z_]*=' || true)
 }
 
+# scripts/python_env.sh's interpreter (torch, numpy), with ringd's Python package built in
+# $build_dir/python when it is not there yet. Sets python.
+ensure_python_package() {
+  python=$(scripts/python_env.sh)
+  if ! compgen -G "$build_dir/python/ringd/_core*.so" >/dev/null; then
+    bench_log "building ringd's Python package in $build_dir"
+    RINGD_BUILD_DIR=$build_dir RINGD_BUILD_TARGETS="ringd_python" scripts/build.sh \
+      -DRINGD_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python" >&2
+  fi
+}
+
 # The first python3 that has matplotlib (apt's python3-matplotlib serves /usr/bin/python3, which a
 # pyenv or venv python3 on PATH does not see); pip as the last resort. Sets plot_python.
 find_plot_python() {
