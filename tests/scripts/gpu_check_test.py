@@ -12,6 +12,9 @@
      OpenBLAS's: exit 1, FAIL for those three steps in the report, PASS for the others.
   4. One fake GPU: --local-devices 1 with an explicit hierarchy, and the report says one GPU only.
   5. --build-only without a GPU: builds (stubbed), CPU sweeps and OpenBLAS run, GPU steps SKIP.
+  6. --skip-build on a machine with no nvcc, given case 2's build directory: installs and compiles
+     nothing (no install_deps.sh, no cmake), runs every check on the GPUs, trains on
+     RINGD_GPU_CHECK_DATA, and reads a newer ctest's summary; without a build directory it fails naming the missing ringd.
 
   gpu_check_test.py REPO_ROOT
 """
@@ -57,7 +60,11 @@ if [ "${FAKE_CTEST_RC:-0}" != 0 ]; then
   echo "50% tests passed, 2 tests failed out of 4"
   exit "$FAKE_CTEST_RC"
 fi
-echo "100% tests passed, 0 tests failed out of 4"
+if [ -n "${FAKE_CTEST_NEW_SUMMARY:-}" ]; then  # a newer ctest's summary when none failed
+  echo "100% tests passed out of 4"
+else
+  echo "100% tests passed, 0 tests failed out of 4"
+fi
 """
 
 NVCC = """#!/bin/sh
@@ -137,9 +144,10 @@ class Harness:
         self.log = os.path.join(tmp, "calls.log")
         self.runs = 0
 
-    def run(self, *args, script="gpu_check.sh", gpus=2, path=None, **extra):
+    def run(self, *args, script="gpu_check.sh", gpus=2, path=None, reuse=None, **extra):
+        """reuse=N: the build directory of run N instead of a fresh one."""
         self.runs += 1
-        build = os.path.join(self.tmp, f"run{self.runs}")
+        build = os.path.join(self.tmp, f"run{reuse or self.runs}")
         self.report = os.path.join(build, "build-cuda", "gpu_check.txt")
         open(self.log, "w").close()
         env = dict(os.environ, PATH=path or self.stubs + os.pathsep + os.environ["PATH"],
@@ -196,6 +204,7 @@ def main():
 
         # 2. Two GPUs, everything passes; the CUDA directory configured as test.sh does.
         r = h.run()
+        built_run = h.runs
         check(r.returncode == 0, f"2 GPUs: exit {r.returncode}, want 0", r)
         cuda_dir = os.path.join(tmp, f"run{h.runs}", "build-cuda")
         configure = [c[1:] for c in r.calls if c[0] == "cmake" and "-B" in c]
@@ -257,11 +266,33 @@ def main():
                                                   "train --blas cublas"],
               f"--build-only: exit {r.returncode}, benches {benches}", r)
 
+        # 6. --skip-build with no nvcc anywhere and case 2's build: nothing installed or built.
+        install_log = os.path.join(cuda_dir, "gpu_check", "install_deps.log")
+        os.remove(install_log)
+        r = h.run("--skip-build", reuse=built_run, CUDACXX="/nonexistent/nvcc",
+                  FAKE_CTEST_NEW_SUMMARY="1", RINGD_GPU_CHECK_DATA="/packed/data")
+        benches = [c for c in r.calls if c[:2] == ["ringd", "bench"]]
+        trains = [c for c in r.calls if c[:2] == ["ringd", "train"]]
+        check(len(trains) == 2 and all(c[c.index("--data") + 1] == "/packed/data"
+                                       for c in trains if "--data" in c) and
+              all("--data" in c for c in trains), f"RINGD_GPU_CHECK_DATA: train runs {trains}", r)
+        check(r.returncode == 0 and not any(c[0] == "cmake" for c in r.calls) and
+              not os.path.exists(install_log) and len(benches) >= 8 and
+              report_lines(r, "SKIP") == ["install dependencies"] and
+              "cublas against openblas" in report_lines(r, "PASS") and
+              "device tests: 4/4 passed" in (r.report_text or "") and
+              "nvcc:" not in (r.report_text or ""),
+              f"--skip-build: exit {r.returncode}, benches {len(benches)}", r)
+        r = h.run("--skip-build")
+        check(r.returncode == 1 and "--skip-build but no" in (r.report_text or "") and
+              not any(c[:2] == ["ringd", "bench"] for c in r.calls),
+              f"--skip-build without a build: exit {r.returncode}", r)
+
     for failure in failures:
         print("FAIL: " + failure)
     if failures:
         return 1
-    print("5 cases passed, 0 failed")
+    print("6 cases passed, 0 failed")
     return 0
 
 
