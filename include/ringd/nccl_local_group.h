@@ -37,6 +37,11 @@ struct NcclLocalGroupOptions {
   // hierarchy (HierarchyOptions::pipeline_chunk_bytes, 4 MiB) is then four double-buffered pieces,
   // and a piece crosses PCIe in well under 0.1 ms.
   size_t staging_piece_bytes = 1 << 20;
+  // How long a host thread waiting for a staged copy or a local collective looks at its CUDA
+  // event (yielding the core between looks) before it sleeps on it: 0..10000 microseconds, 0 =
+  // sleep at once, -1 = RINGD_SPIN_US (200). The sleep's wake-up costs tens of microseconds, more
+  // than a small piece's copy takes.
+  int spin_us = -1;
 };
 
 // Number of CUDA devices this process can use; 0 when there is no driver, no GPU, or the driver

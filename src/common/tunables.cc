@@ -190,6 +190,8 @@ const std::vector<std::string>& script_variables() {
       "RINGD_GPU_CHECK_RUN_TIMEOUT",
       "RINGD_GPU_CHECK_MAXBYTES",
       "RINGD_GPU_CHECK_TRAIN_STEPS",
+      "RINGD_GPU_CHECK_DATA",
+      "RINGD_GPU_BUNDLE_DATA",
       "RINGD_PYTHON_VENV",
       "RINGD_SKIP_PYTHON",
       "RINGD_HOROVOD_VENV",
@@ -272,7 +274,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SPIN_US", "200",
        "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
        "the socket without blocking, yielding the CPU between polls, for up to this many "
-       "microseconds (0..10000; 0 = sleep at once)"},
+       "microseconds (0..10000; 0 = sleep at once). GPUs: likewise, a thread waiting for a "
+       "staged copy or an NCCL local collective queries its CUDA event this long before it "
+       "sleeps on it"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},

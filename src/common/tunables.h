@@ -21,7 +21,9 @@ struct Tunables {
   bool tune_allreduce = true;
   size_t hierarchy_chunk_bytes = 4 << 20;  // RINGD_HIERARCHY_CHUNK_BYTES (0 = no pipeline)
   size_t socket_buffer_bytes = 0;          // RINGD_SOCKET_BUFFER_BYTES (0 = kernel autotuning)
-  int spin_us = 200;  // RINGD_SPIN_US: tcp small receives poll (yielding) this long before sleeping
+  // RINGD_SPIN_US: tcp small receives and CUDA event waits poll (yielding) this long before
+  // sleeping
+  int spin_us = 200;
   std::string interface;   // RINGD_IFACE: network interface for tcp (e.g. eth0)
   std::string job_secret;  // RINGD_JOB_SECRET or contents of RINGD_JOB_SECRET_FILE
   int log_level = 1;       // RINGD_LOG_LEVEL: error=0 warn=1 info=2 debug=3

@@ -89,6 +89,12 @@ TEST(NcclLocalGroup, RejectsBadDeviceListsBeforeTouchingAGpu) {
   options.staging_piece_bytes = 0;
   expect_error(ErrorCode::kInvalidArgument, "staging piece",
                [&] { make_nccl_local_group({0}, options); });
+  for (int spin_us : {-2, 10001}) {
+    NcclLocalGroupOptions spin;
+    spin.spin_us = spin_us;
+    expect_error(ErrorCode::kInvalidArgument, "spin_us " + std::to_string(spin_us),
+                 [&] { make_nccl_local_group({0}, spin); });
+  }
 }
 
 TEST(NcclLocalGroup, WithoutAGpuTheFactoryFailsAsUnavailable) {
@@ -218,11 +224,14 @@ TEST(NcclLocalGroupOnGpu, ReduceScatterThenAllgatherEvenAndUnevenShards) {
   }
 }
 
-TEST(NcclLocalGroupOnGpu, StagingRoundTripsPiecesOnEveryDevice) {
-  REQUIRE_GPUS(1);
+// Every wait for a copy either looks at its event until the copy is done (spin 10 ms) or sleeps
+// at once (0), or does what RINGD_SPIN_US says (-1): the same bytes arrive each way.
+void check_staging_round_trips(int spin_us) {
+  SCOPED_TRACE("spin_us " + std::to_string(spin_us));
   const int devices = local_sizes();
   NcclLocalGroupOptions options;
   options.staging_piece_bytes = 4096;
+  options.spin_us = spin_us;
   auto group = make_nccl_local_group(gpu_range(0, devices), options);
   const size_t count = 10000;  // uint8: pieces of 4096, the last one short
   GpuBuffers gpu(*group, count);
@@ -258,6 +267,11 @@ TEST(NcclLocalGroupOnGpu, StagingRoundTripsPiecesOnEveryDevice) {
       ASSERT_EQ(got[i], static_cast<unsigned char>(original[d][i] + 3)) << d << " " << i;
     }
   }
+}
+
+TEST(NcclLocalGroupOnGpu, StagingRoundTripsPiecesOnEveryDevice) {
+  REQUIRE_GPUS(1);
+  for (int spin_us : {-1, 0, 10000}) check_staging_round_trips(spin_us);
 }
 
 // Nodes as threads over inproc, each an NcclLocalGroup: over disjoint GPUs when there are enough,

@@ -2,6 +2,7 @@
 
 #include "device/cuda/cuda_errors.h"
 #include "device/cuda/current_device.h"
+#include "device/cuda/event_wait.h"
 #include "ringd/error.h"
 
 namespace ringd::device {
@@ -13,8 +14,8 @@ int direction_index(CopyDirection direction) { return direction == CopyDirection
 
 }  // namespace
 
-CudaPieceCopier::CudaPieceCopier(std::vector<int> cuda_devices)
-    : cuda_devices_(std::move(cuda_devices)) {
+CudaPieceCopier::CudaPieceCopier(std::vector<int> cuda_devices, std::chrono::microseconds spin)
+    : cuda_devices_(std::move(cuda_devices)), spin_(spin) {
   const size_t devices = cuda_devices_.size();
   streams_.assign(devices, nullptr);
   events_.assign(devices * 4, nullptr);
@@ -118,7 +119,7 @@ void CudaPieceCopier::wait(CopyDirection direction, int slot) {
   if (pending == -1) return;
   const int device = pending;
   pending = -1;
-  RINGD_CUDA_CHECK(cudaEventSynchronize(event(device, slot, direction)),
+  RINGD_CUDA_CHECK(wait_for_event(event(device, slot, direction), spin_),
                    "host staging, CUDA device "
                        << cuda_devices_[device] << ": waiting for a copy "
                        << (direction == CopyDirection::kToHost ? "to host" : "to the device"));

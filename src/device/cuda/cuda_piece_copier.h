@@ -9,12 +9,14 @@
 //   start(kToDevice, s, piece on d): copies from slot s on d's copy stream
 //   wait(direction, s):              the host sleeps on the last event of (s, direction)
 //
-// Events are created with cudaEventBlockingSync, so a waiting host thread sleeps instead of
-// spinning (ranks may outnumber cores). Only in CUDA builds.
+// Events are created with cudaEventBlockingSync: a waiting host thread looks at the event for up
+// to `spin` (yielding the core between looks) and then sleeps instead of spinning on
+// (device/cuda/event_wait.h; ranks may outnumber cores). Only in CUDA builds.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <vector>
 
 #include "device/double_buffered_staging.h"
@@ -23,9 +25,10 @@ namespace ringd::device {
 
 class CudaPieceCopier : public PieceCopier {
  public:
-  // cuda_devices[d] is the CUDA ordinal of the group's device d. Creates the streams and events;
-  // allocates no slots yet (reserve_slots does).
-  explicit CudaPieceCopier(std::vector<int> cuda_devices);
+  // cuda_devices[d] is the CUDA ordinal of the group's device d; wait() looks at a copy's event
+  // for up to `spin` before sleeping. Creates the streams and events; allocates no slots yet
+  // (reserve_slots does).
+  CudaPieceCopier(std::vector<int> cuda_devices, std::chrono::microseconds spin);
   ~CudaPieceCopier() override;
   CudaPieceCopier(const CudaPieceCopier&) = delete;
   CudaPieceCopier& operator=(const CudaPieceCopier&) = delete;
@@ -45,6 +48,7 @@ class CudaPieceCopier : public PieceCopier {
   void release_resources() noexcept;
 
   std::vector<int> cuda_devices_;
+  std::chrono::microseconds spin_;
   std::vector<cudaStream_t> streams_;  // one copy stream per device
   std::vector<cudaEvent_t> events_;    // [device][slot][direction]
   void* slots_[2] = {nullptr, nullptr};

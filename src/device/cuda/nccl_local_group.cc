@@ -6,6 +6,7 @@
 
 #include "device/cuda/cuda_errors.h"
 #include "device/cuda/current_device.h"
+#include "device/cuda/event_wait.h"
 #include "device/cuda/nccl_types.h"
 #include "device/cuda/reduce_kernels.h"
 #include "device/double_buffered_staging.h"
@@ -36,7 +37,9 @@ bool equal_shards(const ShardLayout& shards) {
 }  // namespace
 
 NcclLocalGroup::NcclLocalGroup(std::vector<int> cuda_devices, const NcclLocalGroupOptions& options)
-    : cuda_devices_(std::move(cuda_devices)), piece_bytes_(options.staging_piece_bytes) {
+    : cuda_devices_(std::move(cuda_devices)),
+      piece_bytes_(options.staging_piece_bytes),
+      spin_(event_spin(options.spin_us)) {
   RINGD_CHECK_ARG(!cuda_devices_.empty(),
                   "nccl local group: no CUDA devices given; pass at least one CUDA ordinal");
   RINGD_CHECK_ARG(piece_bytes_ >= 1 && piece_bytes_ <= kMaxPieceBytes,
@@ -78,7 +81,7 @@ NcclLocalGroup::NcclLocalGroup(std::vector<int> cuda_devices, const NcclLocalGro
           cudaEventCreateWithFlags(&done_[d], cudaEventDisableTiming | cudaEventBlockingSync),
           "nccl local group, CUDA device " << cuda_devices_[d] << ": event");
     }
-    copier_ = std::make_unique<CudaPieceCopier>(cuda_devices_);
+    copier_ = std::make_unique<CudaPieceCopier>(cuda_devices_, spin_);
     copier_->reserve_slots(piece_bytes_);  // once, here: no call allocates pinned memory
   } catch (...) {
     release_resources();
@@ -149,7 +152,7 @@ void NcclLocalGroup::wait_for_streams(const std::string& where) {
                      where << ", CUDA device " << cuda_devices_[d]);
   }
   for (int d = 0; d < size(); ++d) {
-    const cudaError_t status = cudaEventSynchronize(done_[d]);
+    const cudaError_t status = wait_for_event(done_[d], spin_);
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comms_[d], &async);
     RINGD_NCCL_CHECK(async, where << ", CUDA device " << cuda_devices_[d]);

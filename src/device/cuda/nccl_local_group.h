@@ -4,8 +4,9 @@
 //
 // A call validates its arguments, then issues one NCCL call per device between ncclGroupStart
 // and ncclGroupEnd (one thread drives all L communicators, which only works grouped), then waits
-// for every stream through a blocking-sync event (the host thread sleeps: ranks may outnumber
-// cores) and checks each communicator for an asynchronous error. Calls are synchronous, like
+// for every stream through a blocking-sync event (the host thread looks for up to
+// NcclLocalGroupOptions::spin_us, yielding the core, then sleeps: ranks may outnumber cores) and
+// checks each communicator for an asynchronous error. Calls are synchronous, like
 // every LocalGroup's. After a failed NCCL call the group refuses further calls (kUnavailable):
 // the other devices' halves of that call may wait on their GPUs forever.
 #pragma once
@@ -13,6 +14,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -54,7 +56,7 @@ class NcclLocalGroup : public LocalGroup {
   // streams. `what` names the call in errors.
   void run_grouped(const std::string& what,
                    const std::function<void(int, ncclComm_t, cudaStream_t)>& per_device);
-  // Records an event on every stream and sleeps until each has passed it; then checks every
+  // Records an event on every stream and waits until each has passed it; then checks every
   // communicator for an asynchronous error.
   void wait_for_streams(const std::string& where);
   void check_device(const char* what, int device) const;
@@ -62,6 +64,7 @@ class NcclLocalGroup : public LocalGroup {
 
   std::vector<int> cuda_devices_;
   size_t piece_bytes_;
+  std::chrono::microseconds spin_;  // how long a wait looks at an event before sleeping
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> done_;  // per device: recorded after the group's work, waited on
