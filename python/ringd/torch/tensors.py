@@ -5,7 +5,8 @@
     is copied back when the operation is synchronized;
   * a tensor on another device (CUDA) is staged through host memory (pinned when CUDA is
     available): copied to the host before the collective and back to the device after it. This
-    path is simple — synchronous copies, no overlap — and untested (no GPU where ringd is built).
+    path is simple — synchronous copies, no overlap; tests/python/test_torch_cuda.py checks it
+    where torch sees a GPU (it passed on an H100 with torch 2.11; CI has no GPU and skips it).
 
 In-place results bump the tensor's autograd version counter (at submission and again at
 completion), so autograd refuses a backward pass that would use values saved before the
