@@ -125,8 +125,8 @@ run() {
   export LD_LIBRARY_PATH="$dirs$unpacked/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   say "unpacked into $unpacked; running scripts/gpu_check.sh --skip-build"
   local rc=0
-  RINGD_CUDA_BUILD_DIR=$b RINGD_GPU_CHECK_DATA=$unpacked/data scripts/gpu_check.sh --skip-build ||
-    rc=$?
+  RINGD_CUDA_BUILD_DIR=$b RINGD_GPU_CHECK_DATA=$unpacked/data RINGD_GPU_CHECK_COMMIT=$packed \
+    scripts/gpu_check.sh --skip-build || rc=$?
   return "$rc"
 }
 

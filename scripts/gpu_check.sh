@@ -22,6 +22,8 @@
 #   RINGD_GPU_CHECK_TRAIN_STEPS=200               steps of each training run
 #   RINGD_GPU_CHECK_DATA=                         Fashion-MNIST's directory for them (unset:
 #                                                 ringd train's default, the Debian package's)
+#   RINGD_GPU_CHECK_COMMIT=                       the commit the report names (unset: the
+#                                                 checkout's; gpu_bundle.sh run: the build's)
 #
 # Exit status: 0 every step passed (or was skipped by --build-only), 1 a step failed, 77 no GPU
 # (without --build-only), 2 a bad argument. Runs as root without prompts; uses no mpirun.
@@ -104,8 +106,9 @@ record() {
 
 write_report() {
   {
-    echo "ringd GPU check (scripts/gpu_check.sh$( ((build_only)) && echo ' --build-only')) at" \
-      "$(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname)"
+    echo "ringd GPU check (scripts/gpu_check.sh$( ((build_only)) && echo ' --build-only')$(
+      ((skip_build)) && echo ' --skip-build')) at" \
+      "${RINGD_GPU_CHECK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}, $(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname)"
     if [[ -n $gpu_list ]]; then
       echo "GPUs (nvidia-smi: index, name, driver, memory):"
       # shellcheck disable=SC2001  # indents every line

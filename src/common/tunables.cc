@@ -191,6 +191,7 @@ const std::vector<std::string>& script_variables() {
       "RINGD_GPU_CHECK_MAXBYTES",
       "RINGD_GPU_CHECK_TRAIN_STEPS",
       "RINGD_GPU_CHECK_DATA",
+      "RINGD_GPU_CHECK_COMMIT",
       "RINGD_GPU_BUNDLE_DATA",
       "RINGD_PYTHON_VENV",
       "RINGD_SKIP_PYTHON",

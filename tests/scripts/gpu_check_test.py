@@ -270,7 +270,8 @@ def main():
         install_log = os.path.join(cuda_dir, "gpu_check", "install_deps.log")
         os.remove(install_log)
         r = h.run("--skip-build", reuse=built_run, CUDACXX="/nonexistent/nvcc",
-                  FAKE_CTEST_NEW_SUMMARY="1", RINGD_GPU_CHECK_DATA="/packed/data")
+                  FAKE_CTEST_NEW_SUMMARY="1", RINGD_GPU_CHECK_DATA="/packed/data",
+                  RINGD_GPU_CHECK_COMMIT="abc123-modified")
         benches = [c for c in r.calls if c[:2] == ["ringd", "bench"]]
         trains = [c for c in r.calls if c[:2] == ["ringd", "train"]]
         check(len(trains) == 2 and all(c[c.index("--data") + 1] == "/packed/data"
@@ -281,7 +282,8 @@ def main():
               report_lines(r, "SKIP") == ["install dependencies"] and
               "cublas against openblas" in report_lines(r, "PASS") and
               "device tests: 4/4 passed" in (r.report_text or "") and
-              "nvcc:" not in (r.report_text or ""),
+              "nvcc:" not in (r.report_text or "") and
+              "(scripts/gpu_check.sh --skip-build) at abc123-modified," in (r.report_text or ""),
               f"--skip-build: exit {r.returncode}, benches {len(benches)}", r)
         r = h.run("--skip-build")
         check(r.returncode == 1 and "--skip-build but no" in (r.report_text or "") and
