@@ -341,7 +341,8 @@ train_run() {
   say "step: train --blas $blas ($train_steps steps)"
   run_logged "$log" "$run_timeout" "$ringd" train --transport inproc --ranks 1 --blas "$blas" \
     --epochs 1 --max-steps "$train_steps" --test-limit 2000 --log-every 100 --seed 42 \
-    ${data_args[@]+"${data_args[@]}"} --timeout 120 --json "$logs/train-$blas.json" --params-out "$logs/train-$blas.params" || rc=$?
+    ${data_args[@]+"${data_args[@]}"} --timeout 120 --json "$logs/train-$blas.json" \
+    --params-out "$logs/train-$blas.params" || rc=$?
   if ((rc != 0)); then
     record FAIL "train --blas $blas" "$(why_failed "$rc" "$log" "$run_timeout")"
   elif ! grep -q "\"blas\": *\"$blas\"" "$logs/train-$blas.json" 2>/dev/null; then

@@ -7,10 +7,10 @@
 //   start(kToHost, s, piece on d):   d's copy stream waits for the event of the slot's last
 //                                    write-back (on whichever device), then copies into slot s
 //   start(kToDevice, s, piece on d): copies from slot s on d's copy stream
-//   wait(direction, s):              the host sleeps on the last event of (s, direction)
+//   wait(direction, s):              the host waits for the last event of (s, direction)
 //
 // Events are created with cudaEventBlockingSync: a waiting host thread looks at the event for up
-// to `spin` (yielding the core between looks) and then sleeps instead of spinning on
+// to `spin` (yielding the core between looks), then sleeps on it rather than spinning
 // (device/cuda/event_wait.h; ranks may outnumber cores). Only in CUDA builds.
 #pragma once
 
