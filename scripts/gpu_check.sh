@@ -83,7 +83,7 @@ data_args=()
 [[ -n ${RINGD_GPU_CHECK_DATA:-} ]] && data_args=(--data "$RINGD_GPU_CHECK_DATA")
 ringd=$cuda_build_dir/bin/ringd
 mkdir -p "$logs" "$(dirname "$report")"
-rm -f "$logs"/bench-*.jsonl "$logs"/train-*
+rm -f "$logs"/bench-*.jsonl "$logs"/train-* "$logs"/replay-*
 
 if ((EUID == 0)); then  # in case anything reaches Open MPI
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -332,6 +332,38 @@ for nodes, hierarchy in sorted({(n, h) for n, h, _ in runs}):
 EOF
   )
   write_report
+fi
+
+# ---- 3b. the fusion engine over the NCCL group: ResNet-50's gradients in GPU memory ----
+# replay_run HIERARCHY: `ringd bench replay --gpus --check` on 2 in-process nodes
+replay_run() {
+  local hierarchy=$1 rc=0 log=$logs/replay-$1.txt json=$logs/replay-$1.jsonl
+  say "step: engine over the NCCL group ($hierarchy)"
+  run_logged "$log" "$run_timeout" "$ringd" bench replay --transport inproc --ranks 2 \
+    --local-devices "$local_devices" --gpus --hierarchy "$hierarchy" --profile resnet50 \
+    --steps 3 --warmup-steps 1 --baseline-iters 1 --check --timeout 120 --json "$json" || rc=$?
+  local what
+  what=$(python3 -c 'import json, sys
+s = [json.loads(line) for line in open(sys.argv[1]) if line.strip()][-1]
+print("%s, %d steps: %.1f ms per step, one-buffer %.1f ms, %d wrong"
+      % (s["profile"], len(s["steps"]), sum(t["step_ms"] for t in s["steps"]) / len(s["steps"]),
+         s["one_buffer_ms"], s["wrong"]))' "$json" 2>/dev/null || true)
+  if ((rc != 0)); then
+    record FAIL "engine over the NCCL group ($hierarchy)" "${what:+$what; }$(why_failed "$rc" "$log" "$run_timeout")"
+  elif ! grep -q 'GPU device' "$log" || [[ $what != *", 0 wrong" ]]; then
+    record FAIL "engine over the NCCL group ($hierarchy)" "${what:-no summary} (see $log)"
+  else
+    record PASS "engine over the NCCL group ($hierarchy)" "$what"
+  fi
+}
+
+if ((built)); then
+  if ((use_gpu)); then
+    replay_run reduce-bcast
+    replay_run rs-ag
+  else
+    record SKIP "engine over the NCCL group" "no GPU"
+  fi
 fi
 
 # ---- 4. the MLP: cuBLAS against OpenBLAS ----

@@ -38,12 +38,16 @@ selection depends on them; written before the step's clock starts), --check veri
 rank got the same bits, and the report adds the bytes each rank sent against the payload.
 With --local-devices L each rank is a node of L CPU devices (global rank = node x L + device), each
 with its own gradients; the engine runs every bucket through the hierarchy, and the one-buffer
-figure is the hierarchical allreduce of the same bytes over the same devices.
+figure is the hierarchical allreduce of the same bytes over the same devices. With --gpus those
+devices are GPUs 0..L-1 (an NCCL group, gradients in GPU memory; CUDA builds with NCCL): the
+engine runs over the group even with --local-devices 1, its buckets member by member on the
+gradients' own GPU buffers, uncompressed, the step across nodes staged through pinned memory.
 
 Examples:
   ringd bench replay --transport inproc --ranks 4 --profile resnet50 --compute-ms 100 --steps 10
   ringd bench replay --transport inproc --ranks 4 --compute-ms 0 --no-fusion   # tensor by tensor
   ringd bench replay --transport inproc --ranks 2 --local-devices 4 --check    # 2 nodes x 4 devices
+  ringd bench replay --transport inproc --ranks 2 --local-devices 1 --gpus --check  # GPU 0, 2 nodes
   mpirun -np 4 --mca mpi_yield_when_idle 1 ringd bench replay --transport tcp --compute-ms 80
 )";
 
@@ -107,6 +111,9 @@ void add_replay_options(CLI::App& app, runners::ReplayConfig* config, ReplayFlag
                  "timed one-buffer allreduces for the ideal (default 3)")
       ->check(CLI::Range(1, 1000));
   add_local_device_options(app, &config->local_devices, &text->hierarchy);
+  app.add_flag("--gpus", config->gpus,
+               "the local devices are GPUs 0..L-1 through NCCL (CUDA builds), even one: gradients "
+               "in GPU memory, the engine over the GPU group; uncompressed only");
   add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
 }
 
@@ -181,6 +188,23 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
     if (!text.timeout.empty()) config->timeout = parse_seconds("--timeout", text.timeout);
     if (!config->fusion && config->fusion_threshold_bytes) {
       throw CLI::ValidationError("--fusion-threshold", "contradicts --no-fusion");
+    }
+    if (config->gpus) {
+      if (!RINGD_HAVE_NCCL) {
+        throw CLI::ValidationError("--gpus",
+                                   "needs a CUDA build with NCCL; this ringd has none "
+                                   "(`ringd --version` lists what it was built with)");
+      }
+      if (config->compression && *config->compression != Compression::kNone) {
+        throw CLI::ValidationError("--gpus",
+                                   "runs uncompressed buckets only (GPU buffers are not "
+                                   "copied into fusion buffers); drop --compression");
+      }
+      // One GPU per node still has a group, so --hierarchy is meaningful with one device.
+      if (config->local_devices == 1 && !text.hierarchy.empty()) {
+        config->hierarchy = parse_hierarchy(text.hierarchy);
+        return;
+      }
     }
     config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression);
   });

@@ -33,7 +33,10 @@ struct ReplayConfig {
   bool check = false;                             // verify every gradient of the last step
   std::string json_path;                          // append one JSON object per run
   int local_devices = 1;                          // > 1: the engine over a node's CPU devices
-  Hierarchy hierarchy = kDefaultHierarchy;        // with local_devices > 1
+  // --gpus: the local devices are GPUs 0..L-1 (an NCCL group; gradients in GPU memory); the
+  // engine runs over the group even with one device per node. Uncompressed only.
+  bool gpus = false;
+  Hierarchy hierarchy = kDefaultHierarchy;  // with local_devices > 1, or gpus
   std::chrono::milliseconds timeout{0};
   std::string interface;
   int tcp_port = 0;

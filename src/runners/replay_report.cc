@@ -35,11 +35,13 @@ double ReplaySummary::ideal_ms() const { return std::max(config.compute_ms, one_
 std::string format_replay_text(const ReplaySummary& s) {
   std::ostringstream os;
   const int devices = s.config.local_devices;
+  const bool grouped = devices > 1 || s.config.gpus;  // the engine over a local group
   const std::string ranks =
-      devices > 1 ? printf_string("%d nodes x %d CPU devices = %d ranks (%s, hierarchy %s)",
-                                  s.ranks, devices, s.ranks * devices, s.transport.c_str(),
-                                  hierarchy_name(s.config.hierarchy))
-                  : printf_string("%d ranks (%s)", s.ranks, s.transport.c_str());
+      grouped ? printf_string("%d nodes x %d %s device%s = %d ranks (%s, hierarchy %s)", s.ranks,
+                              devices, s.config.gpus ? "GPU" : "CPU", devices > 1 ? "s" : "",
+                              s.ranks * devices, s.transport.c_str(),
+                              hierarchy_name(s.config.hierarchy))
+              : printf_string("%d ranks (%s)", s.ranks, s.transport.c_str());
   os << printf_string(
       "# ringd bench replay: profile %s (%zu tensors, %.1f MiB float per step%s), %s\n",
       s.profile.c_str(), s.tensors, static_cast<double>(s.bytes) / (1 << 20),
@@ -77,7 +79,7 @@ std::string format_replay_text(const ReplaySummary& s) {
   }
   os << printf_string(
       "# one-buffer %sallreduce of %.1f MiB: %.2f ms; ideal step max(compute, that) = %.2f ms\n",
-      devices > 1 ? "hierarchical " : "", static_cast<double>(s.bytes) / (1 << 20), s.one_buffer_ms,
+      grouped ? "hierarchical " : "", static_cast<double>(s.bytes) / (1 << 20), s.one_buffer_ms,
       s.ideal_ms());
   os << printf_string("# step time: mean %.2f ms (min %.2f, max %.2f) = %.3f x ideal\n", mean, low,
                       high, s.ideal_ms() > 0 ? mean / s.ideal_ms() : 0.0);
@@ -131,7 +133,9 @@ std::string format_replay_json(const ReplaySummary& s) {
       {"ranks", s.ranks},
       {"transport", s.transport},
       {"local_devices", s.config.local_devices},
-      {"hierarchy", s.config.local_devices > 1 ? hierarchy_name(s.config.hierarchy) : "none"},
+      {"gpus", s.config.gpus},
+      {"hierarchy",
+       s.config.local_devices > 1 || s.config.gpus ? hierarchy_name(s.config.hierarchy) : "none"},
       {"compute_ms", s.config.compute_ms},
       {"spread", model::compute_spread_name(s.config.spread)},
       {"op", reduce_op_name(s.config.op)},

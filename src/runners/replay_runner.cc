@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
 #include <thread>
 
 #include "common/tunables.h"
@@ -11,6 +12,7 @@
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
 #include "ringd/local_group.h"
+#include "ringd/nccl_local_group.h"
 
 namespace ringd::runners {
 namespace {
@@ -42,7 +44,11 @@ class ReplayRank {
         compression_(config.compression.value_or(parse_compression(tunables().compression))),
         devices_(config.local_devices),
         world_(ctx.size() * devices_) {
-    if (devices_ > 1) group_ = make_cpu_local_group(devices_);
+    if (config.gpus) {
+      make_gpu_group();
+    } else if (devices_ > 1) {
+      group_ = make_cpu_local_group(devices_);
+    }
     for (int d = 0; d < devices_; ++d) {
       arenas_.emplace_back(
           static_cast<float*>(std::aligned_alloc(64, (elements_ * 4 / 64 + 1) * 64)));
@@ -50,13 +56,17 @@ class ReplayRank {
         RINGD_THROW(kIo,
                     "cannot allocate " << elements_ * 4 << " bytes of gradients for device " << d);
       }
+      if (config.gpus) {
+        gpu_arenas_.push_back(group_->allocate(d, elements_ * 4));
+        gpu_tokens_.push_back(group_->allocate(d, sizeof(float)));
+      }
     }
     size_t offset = 0;
     for (const model::GradientTensor& t : profile.tensors) {
-      tensors_.push_back(Tensor{
-          arenas_[0].get() + offset, DataType::kFloat32, {static_cast<int64_t>(t.elements)}});
+      tensors_.push_back(
+          Tensor{arena(0) + offset, DataType::kFloat32, {static_cast<int64_t>(t.elements)}});
       std::vector<void*> others;
-      for (int d = 1; d < devices_; ++d) others.push_back(arenas_[d].get() + offset);
+      for (int d = 1; d < devices_; ++d) others.push_back(arena(d) + offset);
       other_devices_.push_back(std::move(others));
       offset += t.elements;
     }
@@ -76,11 +86,16 @@ class ReplayRank {
       if (step == config_.warmup_steps) timed_from = engine.stats();
       fill(step);
       std::vector<float> tokens(static_cast<size_t>(devices_), 1.0f);  // one per device
+      std::vector<float*> token_at;
+      for (int d = 0; d < devices_; ++d) {
+        if (config_.gpus) group_->upload({gpu_tokens_[d].get(), d}, &tokens[d], sizeof(float));
+        token_at.push_back(config_.gpus ? static_cast<float*>(gpu_tokens_[d].get()) : &tokens[d]);
+      }
       Submission sync;
       sync.name = "replay.sync";
-      sync.tensor = Tensor{tokens.data(), DataType::kFloat32, {}};
+      sync.tensor = Tensor{token_at[0], DataType::kFloat32, {}};
       sync.op = ReduceOp::kSum;
-      for (int d = 1; d < devices_; ++d) sync.other_devices.push_back(&tokens[d]);
+      for (int d = 1; d < devices_; ++d) sync.other_devices.push_back(token_at[d]);
       engine.submit(std::move(sync)).wait();
       const LocalStep measured = run_step(engine, schedule);
       if (step >= config_.warmup_steps) steps.push_back(measured);
@@ -104,6 +119,28 @@ class ReplayRank {
   struct FreeDeleter {
     void operator()(float* p) const { std::free(p); }
   };
+
+  // --gpus: GPUs 0..L-1 as an NCCL group (CUDA builds with NCCL; the flags check that first).
+  void make_gpu_group() {
+    if (compression_ != Compression::kNone) {
+      RINGD_THROW(kInvalidArgument, "bench replay --gpus: compression "
+                                        << compression_name(compression_)
+                                        << " (RINGD_COMPRESSION?) does not run on "
+                                           "GPU buffers; use none");
+    }
+#if RINGD_HAVE_NCCL
+    std::vector<int> gpus(static_cast<size_t>(devices_));
+    std::iota(gpus.begin(), gpus.end(), 0);
+    group_ = make_nccl_local_group(gpus);
+#else
+    RINGD_THROW(kUnavailable, "bench replay --gpus: this ringd was built without NCCL");
+#endif
+  }
+
+  // Device d's gradients as the engine sees them: GPU memory with --gpus, else the host arena.
+  float* arena(int d) const {
+    return config_.gpus ? static_cast<float*>(gpu_arenas_[d].get()) : arenas_[d].get();
+  }
 
   ReplaySummary describe() const {
     ReplaySummary s;
@@ -149,7 +186,7 @@ class ReplayRank {
 
   std::vector<DeviceBuffer> device_arenas() const {
     std::vector<DeviceBuffer> buffers;
-    for (int d = 0; d < devices_; ++d) buffers.push_back({arenas_[d].get(), d});
+    for (int d = 0; d < devices_; ++d) buffers.push_back({arena(d), d});
     return buffers;
   }
 
@@ -161,6 +198,7 @@ class ReplayRank {
       for (int d = 0; d < devices_; ++d) {
         std::fill(arenas_[d].get(), arenas_[d].get() + elements_,
                   static_cast<float>(ctx_.rank() * devices_ + d + 1));
+        if (config_.gpus) group_->upload({arena(d), d}, arenas_[d].get(), elements_ * 4);
       }
       return;
     }
@@ -186,7 +224,10 @@ class ReplayRank {
     return different;
   }
 
-  int64_t count_wrong() const {
+  int64_t count_wrong() {
+    for (int d = 0; config_.gpus && d < devices_; ++d) {
+      group_->download(arenas_[d].get(), {arena(d), d}, elements_ * 4);
+    }
     const double n = world_;
     const double sum = n * (n + 1) / 2;
     const double want = config_.op == ReduceOp::kAvg ? sum / n : sum;
@@ -302,10 +343,14 @@ class ReplayRank {
   const Compression compression_;      // --compression, else RINGD_COMPRESSION
   const int devices_;                  // --local-devices
   const int world_;                    // nodes x devices
-  std::unique_ptr<LocalGroup> group_;  // with devices_ > 1
+  std::unique_ptr<LocalGroup> group_;  // with devices_ > 1 or --gpus
   std::vector<std::unique_ptr<float, FreeDeleter>> arenas_;  // every gradient, per device
-  std::vector<Tensor> tensors_;                              // on device 0
-  std::vector<std::vector<void*>> other_devices_;            // per tensor: devices 1..L-1
+  // --gpus: the gradients in each GPU's memory (arenas_ then stage fill and check), and each
+  // GPU's token of the step's sync
+  std::vector<std::shared_ptr<void>> gpu_arenas_;
+  std::vector<std::shared_ptr<void>> gpu_tokens_;
+  std::vector<Tensor> tensors_;                    // on device 0
+  std::vector<std::vector<void*>> other_devices_;  // per tensor: devices 1..L-1
 };
 
 }  // namespace

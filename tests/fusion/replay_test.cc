@@ -9,7 +9,9 @@
 #include "cli/replay_command.h"
 #include "model/gradient_profile.h"
 #include "model/replay_schedule.h"
+#include "ringd/config.h"
 #include "ringd/error.h"
+#include "ringd/nccl_local_group.h"
 #include "runners/replay_runner.h"
 #include "testing/ranks.h"
 
@@ -97,6 +99,18 @@ TEST(ReplayCommand, Flags) {
   EXPECT_EQ(code, 2);
   EXPECT_FALSE(parse({"--local-devices", "2", "--hierarchy", "none"}, &bad, &code));
   EXPECT_EQ(code, 2);
+
+  // --gpus: the engine over an NCCL group; with one GPU per node --hierarchy still means
+  // something. Only in builds with NCCL, uncompressed.
+  runners::ReplayConfig gpus;
+  const bool parsed = parse({"--gpus", "--hierarchy", "rs-ag"}, &gpus, &code);
+  EXPECT_EQ(parsed, RINGD_HAVE_NCCL == 1);
+  if (parsed) {
+    EXPECT_TRUE(gpus.gpus);
+    EXPECT_EQ(gpus.hierarchy, Hierarchy::kRsAg);
+    EXPECT_FALSE(parse({"--gpus", "--compression", "fp16"}, &bad, &code));
+  }
+  EXPECT_EQ(code, 2);
 }
 
 // A profile of 30 tensors of 7..12007 elements, removed when the test ends.
@@ -177,6 +191,35 @@ TEST(ReplayRun, OverLocalDevicesEveryDeviceGetsTheGlobalAverage) {
     EXPECT_NE(text.find("one-buffer hierarchical allreduce"), std::string::npos) << text;
     EXPECT_NE(runners::format_replay_json(s).find("\"local_devices\":3"), std::string::npos);
   }
+}
+
+// --gpus refused where it cannot run, before anything is allocated: compression on GPU buffers
+// (RINGD_COMPRESSION can ask for it past the flags), and a host without a usable GPU or a build
+// without NCCL.
+TEST(ReplayRun, GpusWithoutAGpuOrWithCompressionIsRefused) {
+  const TestProfile file;
+  const model::GradientProfile profile = model::load_gradient_profile(file.path.string());
+  runners::ReplayConfig config;
+  config.profile = file.path.string();
+  config.gpus = true;
+  const auto code_of = [&](const runners::ReplayConfig& c) {
+    int code = -1;  // no error
+    testing::run_ranks(testing::Transport::kInproc, 1, [&](Context& ctx) {
+      try {
+        runners::run_replay_rank(ctx, c, profile);
+      } catch (const Error& e) {
+        code = static_cast<int>(e.code());
+      }
+    });
+    return code;
+  };
+  runners::ReplayConfig compressed = config;
+  compressed.compression = Compression::kFp16;
+  EXPECT_EQ(code_of(compressed), static_cast<int>(ErrorCode::kInvalidArgument));
+#if RINGD_HAVE_NCCL
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+#endif
+  EXPECT_EQ(code_of(config), static_cast<int>(ErrorCode::kUnavailable));
 }
 
 }  // namespace

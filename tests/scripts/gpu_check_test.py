@@ -7,9 +7,11 @@
   2. Two fake GPUs, every tool stubbed (nvidia-smi, nvcc, cmake, ctest; cmake's build makes a fake
      `ringd` that prints bench headers with its device kind and writes JSON and parameters): exit 0,
      the CUDA directory configured exactly as scripts/test.sh configures it (test.sh run with the
-     same stubs), the bench run on 2 devices per node, PASS for every step in the report.
-  3. The same with a failing ctest, wrong values in one NCCL sweep and cuBLAS parameters far from
-     OpenBLAS's: exit 1, FAIL for those three steps in the report, PASS for the others.
+     same stubs), the bench run on 2 devices per node, the engine over the NCCL group
+     (`bench replay --gpus --check`) for both hierarchies, PASS for every step in the report.
+  3. The same with a failing ctest, wrong values in one NCCL sweep and in one replay, and cuBLAS
+     parameters far from OpenBLAS's: exit 1, FAIL for those four steps in the report, PASS for
+     the others.
   4. One fake GPU: --local-devices 1 with an explicit hierarchy, and the report says one GPU only.
   5. --build-only without a GPU: builds (stubbed), CPU sweeps and OpenBLAS run, GPU steps SKIP.
   6. --skip-build on a machine with no nvcc, given case 2's build directory: installs and compiles
@@ -92,7 +94,19 @@ with open(os.environ["STUB_LOG"], "a") as log:
               + os.environ.get("CUDA_VISIBLE_DEVICES", "") + "\n")
 def flag(name, default=None):
     return args[args.index(name) + 1] if name in args else default
-if args[0] == "bench":
+if args[:2] == ["bench", "replay"]:
+    hierarchy = flag("--hierarchy")
+    wrong = 5 if os.environ.get("FAKE_REPLAY_WRONG") == hierarchy else 0
+    kind = "CPU" if os.environ.get("CUDA_VISIBLE_DEVICES") == "-1" else "GPU"
+    print(f"# ringd bench replay: profile resnet50 (161 tensors, 97.5 MiB float per step), "
+          f"{flag('--ranks')} nodes x {flag('--local-devices')} {kind} devices")
+    with open(flag("--json"), "a") as out:
+        out.write(json.dumps({"profile": "resnet50", "one_buffer_ms": 20.0, "wrong": wrong,
+                              "steps": [{"step_ms": 25.0}] * int(flag("--steps"))}) + "\n")
+    if wrong:
+        sys.stderr.write(f"ringd: error: --check found {wrong} wrong values\n")
+        sys.exit(1)
+elif args[0] == "bench":
     kind = "cpu" if os.environ.get("CUDA_VISIBLE_DEVICES") == "-1" else "nccl"
     nodes, hierarchy = flag("--ranks"), flag("--hierarchy")
     bad = os.environ.get("FAKE_BENCH_WRONG") == f"{kind}:{nodes}:{hierarchy}"
@@ -223,7 +237,7 @@ def main():
               test_sh)
         check(any(c[0] == "ctest" and "-R" in c and cuda_dir in c for c in r.calls),
               "2 GPUs: ctest -R on the CUDA directory was not run", r)
-        benches = [c for c in r.calls if c[:2] == ["ringd", "bench"]]
+        benches = [c for c in r.calls if c[:3] == ["ringd", "bench", "allreduce"]]
         nccl = [c for c in benches if c[-1] == "CUDA_VISIBLE_DEVICES="]
         cpu = [c for c in benches if c[-1] == "CUDA_VISIBLE_DEVICES=-1"]
         check(len(nccl) >= 4 and len(cpu) == 4 and all(
@@ -233,6 +247,11 @@ def main():
         check({c[c.index("--ranks") + 1] for c in cpu} == {"1", "2"}, "2 GPUs: not 1 and 2 nodes", r)
         trains = {c[c.index("--blas") + 1] for c in r.calls if c[:2] == ["ringd", "train"]}
         check(trains == {"cublas", "openblas"}, f"2 GPUs: train runs {trains}", r)
+        replays = [c for c in r.calls if c[:3] == ["ringd", "bench", "replay"]]
+        check(sorted(c[c.index("--hierarchy") + 1] for c in replays) == ["reduce-bcast", "rs-ag"]
+              and all("--gpus" in c and "--check" in c and
+                      c[c.index("--local-devices") + 1] == "2" for c in replays),
+              f"2 GPUs: replay runs {replays}", r)
         text = r.report_text or ""
         for needle in ("NVIDIA H100 80GB HBM3", "CUDA Version: 13.0", "nvcc: 13.0",
                        "header 2.99.1", "nccl busbw", "RESULT: PASS"):
@@ -242,27 +261,30 @@ def main():
               f"2 GPUs: PASS lines {report_lines(r, 'PASS')}", r)
 
         # 3. Failing steps make the exit status and the report say so.
-        r = h.run(FAKE_CTEST_RC="8", FAKE_BENCH_WRONG="nccl:2:rs-ag", FAKE_TRAIN_DRIFT="0.1")
+        r = h.run(FAKE_CTEST_RC="8", FAKE_BENCH_WRONG="nccl:2:rs-ag", FAKE_TRAIN_DRIFT="0.1",
+                  FAKE_REPLAY_WRONG="rs-ag")
         check(r.returncode == 1, f"failures: exit {r.returncode}, want 1", r)
         check(sorted(report_lines(r, "FAIL")) == ["allreduce nccl-2node-rs-ag",
-                                                  "cublas against openblas", "device tests"],
+                                                  "cublas against openblas", "device tests",
+                                                  "engine over the NCCL group (rs-ag)"],
               f"failures: FAIL lines {report_lines(r, 'FAIL')}", r)
         check("allreduce nccl-1node-rs-ag" in report_lines(r, "PASS") and
               "RESULT: FAIL" in (r.report_text or ""), "failures: the other steps", r)
 
         # 4. One GPU: one device per node, hierarchical all the same.
         r = h.run(gpus=1)
-        benches = [c for c in r.calls if c[:2] == ["ringd", "bench"]]
+        benches = [c for c in r.calls if c[:3] == ["ringd", "bench", "allreduce"]]
         check(r.returncode == 0 and benches and all(
             c[c.index("--local-devices") + 1] == "1" and "--hierarchy" in c for c in benches) and
               "one GPU only" in (r.report_text or ""), "1 GPU: runs or report", r)
 
         # 5. --build-only without a GPU.
         r = h.run("--build-only", FAKE_SMI_FAIL="1")
-        benches = [c for c in r.calls if c[:2] == ["ringd", "bench"]]
+        benches = [c for c in r.calls if c[:3] == ["ringd", "bench", "allreduce"]]
         check(r.returncode == 0 and any(c[0] == "cmake" for c in r.calls) and len(benches) == 4 and
               all(c[-1] == "CUDA_VISIBLE_DEVICES=-1" for c in benches) and
               sorted(report_lines(r, "SKIP")) == ["allreduce on the NCCL local group",
+                                                  "engine over the NCCL group",
                                                   "train --blas cublas"],
               f"--build-only: exit {r.returncode}, benches {benches}", r)
 
@@ -272,7 +294,7 @@ def main():
         r = h.run("--skip-build", reuse=built_run, CUDACXX="/nonexistent/nvcc",
                   FAKE_CTEST_NEW_SUMMARY="1", RINGD_GPU_CHECK_DATA="/packed/data",
                   RINGD_GPU_CHECK_COMMIT="abc123-modified")
-        benches = [c for c in r.calls if c[:2] == ["ringd", "bench"]]
+        benches = [c for c in r.calls if c[:3] == ["ringd", "bench", "allreduce"]]
         trains = [c for c in r.calls if c[:2] == ["ringd", "train"]]
         check(len(trains) == 2 and all(c[c.index("--data") + 1] == "/packed/data"
                                        for c in trains if "--data" in c) and
@@ -287,7 +309,7 @@ def main():
               f"--skip-build: exit {r.returncode}, benches {len(benches)}", r)
         r = h.run("--skip-build")
         check(r.returncode == 1 and "--skip-build but no" in (r.report_text or "") and
-              not any(c[:2] == ["ringd", "bench"] for c in r.calls),
+              not any(c[:3] == ["ringd", "bench", "allreduce"] for c in r.calls),
               f"--skip-build without a build: exit {r.returncode}", r)
 
     for failure in failures:
