@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU check: one unattended command for a machine with NVIDIA GPUs. It builds the CUDA variant
 # exactly as scripts/test.sh does, runs the device tests, the hierarchical allreduce through the
-# NCCL local group against the closed-form values (--check), the same sweep on CPU devices, and the
-# MLP on cuBLAS against OpenBLAS; then prints a report (GPUs, driver, CUDA and NCCL versions,
-# busbw per size, samples/s, PASS/FAIL per step) and writes it to a file.
+# NCCL local group against the closed-form values (--check), the same sweep on CPU devices, the
+# fusion engine over the NCCL group (bench replay --gpus --check), and the MLP on cuBLAS against
+# OpenBLAS; then prints a report (GPUs, driver, CUDA and NCCL versions, busbw per size, samples/s,
+# PASS/FAIL per step) and writes it to a file.
 #
 #   scripts/gpu_check.sh                 the whole check; exits 77 (skip) at once without a GPU
 #   scripts/gpu_check.sh --build-only    build the CUDA variant and run what needs no GPU (device
