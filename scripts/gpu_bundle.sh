@@ -75,13 +75,13 @@ pack() {
   cp "$build/CMakeCache.txt" "$b/"
   cp "$data"/*-ubyte.gz "$stage/data/"
   # What the GPU machine brings itself: the driver, CUDA, NCCL, the C and C++ runtime.
-  local name path missing
-  missing=$(for t in "${binaries[@]}"; do ldd "$t"; done | awk '/not found/ { print $1 }' | sort -u)
+  local name path missing linked
+  linked=$(for t in "${binaries[@]}"; do ldd "$t"; done)
+  missing=$(awk '/not found/ { print $1 }' <<<"$linked" | sort -u)
   [[ -z $missing ]] || die "libraries not found here: $missing"
   while read -r name path; do
     cp -L "$path" "$stage/lib/$name"
-  done < <(for t in "${binaries[@]}"; do ldd "$t"; done | awk '$3 ~ /^\// { print $1, $3 }' |
-    sort -u | grep -vE '^(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^ ]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.')
+  done < <(awk '$3 ~ /^\// { print $1, $3 }' <<<"$linked" | sort -u | grep -vE '^(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux[^ ]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.')
   checkout_state >"$stage/commit"
   tar -C "$stage" -cJf "$bundle" build-cuda lib data commit
   say "packed $bundle ($(du -h "$bundle" | cut -f1); $(find "$stage/lib" -type f | wc -l) libraries," \

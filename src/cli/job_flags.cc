@@ -45,14 +45,14 @@ void add_local_device_options(CLI::App& app, int* devices, std::string* hierarch
 }
 
 Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text,
-                          const std::optional<Compression>& compression) {
+                          const std::optional<Compression>& compression, bool group_of_one) {
   if (devices > 1 && compression == Compression::kDgc) {
     throw CLI::ValidationError("--compression",
                                "dgc does not run over local devices yet; use --local-devices 1 "
                                "with dgc");
   }
   if (hierarchy_text.empty()) return kDefaultHierarchy;
-  if (devices == 1) {
+  if (devices == 1 && !group_of_one) {
     throw CLI::ValidationError("--hierarchy",
                                "needs --local-devices > 1 (one device per process "
                                "has no step inside the node)");

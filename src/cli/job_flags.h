@@ -23,9 +23,11 @@ void add_job_options(CLI::App& app, job::TopologyFlags* topology, std::string* i
 // --local-devices L --hierarchy H (train, bench replay): this process is one node whose fusion
 // engine runs over L devices (EngineOptions::local_group). The hierarchy is kept as text; after
 // parsing, local_hierarchy() turns it into the strategy and refuses what cannot run over
-// devices (--hierarchy without them, dgc over them), throwing CLI::ValidationError.
+// devices (--hierarchy without a group, dgc over several devices), throwing
+// CLI::ValidationError. group_of_one: one device still makes a group (bench replay --gpus), so
+// --hierarchy means something with --local-devices 1.
 void add_local_device_options(CLI::App& app, int* devices, std::string* hierarchy_text);
 Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text,
-                          const std::optional<Compression>& compression);
+                          const std::optional<Compression>& compression, bool group_of_one = false);
 
 }  // namespace ringd::cli

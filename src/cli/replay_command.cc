@@ -200,13 +200,9 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
                                    "runs uncompressed buckets only (GPU buffers are not "
                                    "copied into fusion buffers); drop --compression");
       }
-      // One GPU per node still has a group, so --hierarchy is meaningful with one device.
-      if (config->local_devices == 1 && !text.hierarchy.empty()) {
-        config->hierarchy = parse_hierarchy(text.hierarchy);
-        return;
-      }
     }
-    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression);
+    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression,
+                                        /*group_of_one=*/config->gpus);
   });
   *exit_code = code < 0 ? 0 : code;
   return code < 0;

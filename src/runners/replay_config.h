@@ -36,7 +36,9 @@ struct ReplayConfig {
   // --gpus: the local devices are GPUs 0..L-1 (an NCCL group; gradients in GPU memory); the
   // engine runs over the group even with one device per node. Uncompressed only.
   bool gpus = false;
-  Hierarchy hierarchy = kDefaultHierarchy;  // with local_devices > 1, or gpus
+  Hierarchy hierarchy = kDefaultHierarchy;  // when over_group()
+  // The engine runs over a local group (and its buckets through the hierarchy).
+  bool over_group() const { return local_devices > 1 || gpus; }
   std::chrono::milliseconds timeout{0};
   std::string interface;
   int tcp_port = 0;

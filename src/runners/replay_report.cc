@@ -35,7 +35,7 @@ double ReplaySummary::ideal_ms() const { return std::max(config.compute_ms, one_
 std::string format_replay_text(const ReplaySummary& s) {
   std::ostringstream os;
   const int devices = s.config.local_devices;
-  const bool grouped = devices > 1 || s.config.gpus;  // the engine over a local group
+  const bool grouped = s.config.over_group();
   const std::string ranks =
       grouped ? printf_string("%d nodes x %d %s device%s = %d ranks (%s, hierarchy %s)", s.ranks,
                               devices, s.config.gpus ? "GPU" : "CPU", devices > 1 ? "s" : "",
@@ -134,8 +134,7 @@ std::string format_replay_json(const ReplaySummary& s) {
       {"transport", s.transport},
       {"local_devices", s.config.local_devices},
       {"gpus", s.config.gpus},
-      {"hierarchy",
-       s.config.local_devices > 1 || s.config.gpus ? hierarchy_name(s.config.hierarchy) : "none"},
+      {"hierarchy", s.config.over_group() ? hierarchy_name(s.config.hierarchy) : "none"},
       {"compute_ms", s.config.compute_ms},
       {"spread", model::compute_spread_name(s.config.spread)},
       {"op", reduce_op_name(s.config.op)},

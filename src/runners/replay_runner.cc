@@ -343,7 +343,7 @@ class ReplayRank {
   const Compression compression_;      // --compression, else RINGD_COMPRESSION
   const int devices_;                  // --local-devices
   const int world_;                    // nodes x devices
-  std::unique_ptr<LocalGroup> group_;  // with devices_ > 1 or --gpus
+  std::unique_ptr<LocalGroup> group_;  // when config_.over_group()
   std::vector<std::unique_ptr<float, FreeDeleter>> arenas_;  // every gradient, per device
   // --gpus: the gradients in each GPU's memory (arenas_ then stage fill and check), and each
   // GPU's token of the step's sync

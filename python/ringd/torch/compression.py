@@ -146,6 +146,11 @@ class Compression:
                              min_sparse_elements)
 
 
+# What Compression.dgc passed without calling it and the name "dgc" stand for: made once, not on
+# every submission (a DGCCompressor is not modified after it is made).
+_DEFAULT_DGC = DGCCompressor()
+
+
 def dgc_compressor(compression):
     """The DGCCompressor that `compression` asks for, or None: a DGCCompressor itself, or the
     default settings for Compression.dgc passed without calling it (as one passes
@@ -153,7 +158,7 @@ def dgc_compressor(compression):
     if isinstance(compression, DGCCompressor):
         return compression
     if compression is Compression.dgc or (isinstance(compression, str) and compression == "dgc"):
-        return DGCCompressor()
+        return _DEFAULT_DGC
     return None
 
 
