@@ -20,14 +20,16 @@
 # Each run is one `ringd bench replay` under mpirun over ringd's tcp transport, every result
 # --check'ed. First the line: one TCP stream node0 -> node1 (iperf3). Per round, in this order:
 #   unfused     --no-fusion --compute-ms 0: every tensor its own allreduce (communication only)
-#   fused       --compute-ms 0: the default fusion buffer (communication only)
+#   fused       --compute-ms 0 --paired: the default fusion buffer (communication only), every
+#               step after a one-buffer allreduce of the same bytes through the engine
 #   uncached    --compute-ms 0 --no-cache: fused, every tensor through rank 0's coordinator
 #   overlapped  --compute-ms C with C = this round's fused step time: the backward pass and the
 #               communication overlap; ideal = max(C, one allreduce of all the bytes)
 # then bench/report_fusion.py prints the table and the verdicts (fused step <= 1.10 x the one-buffer
-# allreduce, <= 1.15 x over local devices, whose per-node bytes on the wire must reach 0.9 x the
-# line; overlapped step <= 1.15 x ideal; negotiation <= 2% of the overlapped step once cached),
-# writing DIR/table.md, DIR/runs.jsonl and DIR/meta.json (with this command line).
+# allreduce, <= 1.15 x over local devices: the median, over every round's steps, of each step over
+# the one-buffer allreduce just before it; over local devices the per-node bytes on the wire must
+# reach 0.9 x the line; overlapped step <= 1.15 x ideal; negotiation <= 2% of the overlapped step
+# once cached), writing DIR/table.md, DIR/runs.jsonl and DIR/meta.json (with this command line).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
@@ -47,7 +49,7 @@ out=
 build_dir=${RINGD_BUILD_DIR:-build}
 
 usage() {
-  sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -119,7 +121,7 @@ EOF
 for ((round = 1; round <= repeat; round++)); do
   await_idle "round $round"
   replay unfused "$round" --compute-ms 0 --no-fusion
-  replay fused "$round" --compute-ms 0
+  replay fused "$round" --compute-ms 0 --paired
   replay uncached "$round" --compute-ms 0 --no-cache
   compute=$(fused_ms "$round")
   replay overlapped "$round" --compute-ms "$compute"

@@ -29,7 +29,11 @@ share of --compute-ms of modeled backward compute (sleeping: GPU time does not u
 the fusion engine, and waits for all of them. Reported (rank 0): the step time of the slowest rank;
 the ideal max(compute, one allreduce of every gradient byte in one buffer, best of 3); scaling
 efficiency = compute-only step / measured step; gradient bytes per second; and the negotiation time
-per step, each cycle counted at its fastest rank (which waited for nobody).
+per step, each cycle counted at its fastest rank (which waited for nobody). With --paired every
+step (warm-up ones too) is preceded by one allreduce of all its bytes as ONE tensor through the
+engine (in place, uncompressed: the one-buffer allreduce plus one negotiation cycle), and the
+report adds the medians of those, of the steps, and of each step over its own one-buffer time:
+on a shared host whose speed drifts by tens of percent, both sides of a pair see the same host.
 
 Built-in profiles: resnet50 vgg16 bert_base inception_v3 (or a .tsv file: name<TAB>elements).
 Fusion threshold, cycle time, cache capacity and compression default to RINGD_* (ringd --help-env).
@@ -110,6 +114,10 @@ void add_replay_options(CLI::App& app, runners::ReplayConfig* config, ReplayFlag
   app.add_option("--baseline-iters", config->baseline_iters,
                  "timed one-buffer allreduces for the ideal (default 3)")
       ->check(CLI::Range(1, 1000));
+  app.add_flag("--paired", config->paired,
+               "before every step, time one allreduce of all its bytes in one buffer through the "
+               "engine, and report each step against its own (medians): robust to a host whose "
+               "speed drifts");
   add_local_device_options(app, &config->local_devices, &text->hierarchy);
   app.add_flag("--gpus", config->gpus,
                "the local devices are GPUs 0..L-1 through NCCL (CUDA builds), even one: gradients "

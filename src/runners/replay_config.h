@@ -21,6 +21,9 @@ struct ReplayConfig {
   int steps = 10;          // timed steps
   int warmup_steps = 2;    // untimed steps first (the first one fills the response cache)
   int baseline_iters = 3;  // timed one-buffer allreduces for the ideal
+  // Before every step (warm-up ones too), one allreduce of all the gradient bytes in one buffer
+  // through the engine, timed; each step is then compared with its own (ReplayStep::one_buffer_ms).
+  bool paired = false;
   ReduceOp op = ReduceOp::kAvg;
   bool fusion = true;                             // --no-fusion: every tensor on its own
   std::optional<size_t> fusion_threshold_bytes;   // unset = RINGD_FUSION_THRESHOLD_BYTES

@@ -22,6 +22,12 @@ double mean_of(const std::vector<ReplayStep>& steps, Field field) {
   return total / static_cast<double>(steps.size());
 }
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 }  // namespace
 
 double ReplaySummary::mean_step_ms() const {
@@ -31,6 +37,23 @@ double ReplaySummary::mean_negotiation_ms() const {
   return mean_of(steps, [](const ReplayStep& s) { return s.negotiation_ms; });
 }
 double ReplaySummary::ideal_ms() const { return std::max(config.compute_ms, one_buffer_ms); }
+
+std::optional<ReplaySummary::Paired> ReplaySummary::paired() const {
+  if (!config.paired || steps.empty()) return std::nullopt;
+  std::vector<double> one_buffer, step_ms, ratios;
+  for (const ReplayStep& step : steps) {
+    one_buffer.push_back(step.one_buffer_ms);
+    step_ms.push_back(step.step_ms);
+    ratios.push_back(step.one_buffer_ms > 0 ? step.step_ms / step.one_buffer_ms : 0.0);
+  }
+  Paired p;
+  p.one_buffer_median_ms = median_of(one_buffer);
+  p.step_median_ms = median_of(step_ms);
+  p.ratio_median = median_of(ratios);
+  p.ratio_min = *std::min_element(ratios.begin(), ratios.end());
+  p.ratio_max = *std::max_element(ratios.begin(), ratios.end());
+  return p;
+}
 
 std::string format_replay_text(const ReplaySummary& s) {
   std::ostringstream os;
@@ -60,15 +83,18 @@ std::string format_replay_text(const ReplaySummary& s) {
   os << printf_string("# fusion %s, response cache %zu, cycle time %.2f ms, wire %s\n",
                       fusion.c_str(), s.cache_capacity, s.cycle_time_ms,
                       compression_name(s.compression));
-  os << "#  step   time(ms)   tail(ms)  negot(ms)  cycles  rounds  cached  buckets\n";
+  const std::optional<ReplaySummary::Paired> paired = s.paired();
+  os << "#  step   time(ms)   tail(ms)  negot(ms)  cycles  rounds  cached  buckets"
+     << (paired ? "  1-buffer(ms)\n" : "\n");
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const ReplayStep& step = s.steps[i];
-    os << printf_string("%7zu %10.2f %10.2f %10.3f %7llu %7llu %7llu %8llu\n", i + 1, step.step_ms,
+    os << printf_string("%7zu %10.2f %10.2f %10.3f %7llu %7llu %7llu %8llu", i + 1, step.step_ms,
                         step.tail_ms, step.negotiation_ms,
                         static_cast<unsigned long long>(step.cycles),
                         static_cast<unsigned long long>(step.coordinator_rounds),
                         static_cast<unsigned long long>(step.cache_hits),
                         static_cast<unsigned long long>(step.buckets));
+    os << (paired ? printf_string(" %13.2f\n", step.one_buffer_ms) : std::string("\n"));
   }
   const double mean = s.mean_step_ms();
   double low = mean;
@@ -83,6 +109,13 @@ std::string format_replay_text(const ReplaySummary& s) {
       s.ideal_ms());
   os << printf_string("# step time: mean %.2f ms (min %.2f, max %.2f) = %.3f x ideal\n", mean, low,
                       high, s.ideal_ms() > 0 ? mean / s.ideal_ms() : 0.0);
+  if (paired) {
+    os << printf_string(
+        "# paired: the one-buffer %sallreduce through the engine before each step, median %.2f "
+        "ms; step median %.2f ms; step / its one-buffer: median %.3f (min %.3f, max %.3f)\n",
+        grouped ? "hierarchical " : "", paired->one_buffer_median_ms, paired->step_median_ms,
+        paired->ratio_median, paired->ratio_min, paired->ratio_max);
+  }
   if (s.config.compute_ms > 0) {
     os << printf_string("# scaling efficiency (compute-only step / measured step): %.1f%%\n",
                         100.0 * s.config.compute_ms / mean);
@@ -123,6 +156,7 @@ std::string format_replay_json(const ReplaySummary& s) {
                      {"coordinator_rounds", step.coordinator_rounds},
                      {"cache_hits", step.cache_hits},
                      {"buckets", step.buckets}});
+    if (s.config.paired) steps.back()["one_buffer_ms"] = step.one_buffer_ms;
   }
   const double mean = s.mean_step_ms();
   nlohmann::json json = {
@@ -158,6 +192,13 @@ std::string format_replay_json(const ReplaySummary& s) {
   // Without compute there is no compute-only step to compare with.
   json["scaling_efficiency"] = nullptr;
   if (s.config.compute_ms > 0 && mean > 0) json["scaling_efficiency"] = s.config.compute_ms / mean;
+  if (const std::optional<ReplaySummary::Paired> p = s.paired()) {
+    json["paired"] = {{"one_buffer_median_ms", p->one_buffer_median_ms},
+                      {"step_median_ms", p->step_median_ms},
+                      {"ratio_median", p->ratio_median},
+                      {"ratio_min", p->ratio_min},
+                      {"ratio_max", p->ratio_max}};
+  }
   return json.dump();
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct ReplayStep {
   uint64_t coordinator_rounds = 0;
   uint64_t cache_hits = 0;
   uint64_t buckets = 0;
+  // --paired: the slowest rank's one-buffer allreduce through the engine just before this step
+  // (0 without --paired)
+  double one_buffer_ms = 0;
 };
 
 struct ReplaySummary {
@@ -42,6 +46,18 @@ struct ReplaySummary {
   double ideal_ms() const;
   double mean_step_ms() const;
   double mean_negotiation_ms() const;
+
+  // --paired: every step against the one-buffer allreduce timed just before it. Medians: on a
+  // host whose speed drifts, both sides of a pair see the same host, and one slow step moves no
+  // median.
+  struct Paired {
+    double one_buffer_median_ms = 0;
+    double step_median_ms = 0;
+    double ratio_median = 0;  // of step / its one-buffer, per step
+    double ratio_min = 0;
+    double ratio_max = 0;
+  };
+  std::optional<Paired> paired() const;  // nullopt without --paired or steps
 };
 
 std::string format_replay_text(const ReplaySummary& summary);

@@ -32,6 +32,9 @@ struct LocalStep {
   uint64_t rounds = 0;
   uint64_t hits = 0;
   uint64_t buckets = 0;
+  uint64_t compressed_bytes = 0;  // this rank's, EngineStats::compressed_bytes
+  uint64_t sparse_tensors = 0;
+  double one_buffer_ms = 0;  // --paired: this rank's one-buffer allreduce before the step
 };
 
 class ReplayRank {
@@ -81,32 +84,25 @@ class ReplayRank {
         config_.spread);
     std::vector<LocalStep> steps;
     const int total = config_.warmup_steps + config_.steps;
-    EngineStats timed_from;
     for (int step = 0; step < total; ++step) {
-      if (step == config_.warmup_steps) timed_from = engine.stats();
       fill(step);
-      std::vector<float> tokens(static_cast<size_t>(devices_), 1.0f);  // one per device
-      std::vector<float*> token_at;
-      for (int d = 0; d < devices_; ++d) {
-        if (config_.gpus) group_->upload({gpu_tokens_[d].get(), d}, &tokens[d], sizeof(float));
-        token_at.push_back(config_.gpus ? static_cast<float*>(gpu_tokens_[d].get()) : &tokens[d]);
+      double one_buffer_ms = 0;
+      if (config_.paired) {
+        sync(engine);
+        one_buffer_ms = engine_one_buffer_ms(engine);
+        fill(step);  // the step starts from the same values as without --paired
       }
-      Submission sync;
-      sync.name = "replay.sync";
-      sync.tensor = Tensor{token_at[0], DataType::kFloat32, {}};
-      sync.op = ReduceOp::kSum;
-      for (int d = 1; d < devices_; ++d) sync.other_devices.push_back(token_at[d]);
-      engine.submit(std::move(sync)).wait();
-      const LocalStep measured = run_step(engine, schedule);
+      sync(engine);
+      LocalStep measured = run_step(engine, schedule);
+      measured.one_buffer_ms = one_buffer_ms;
       if (step >= config_.warmup_steps) steps.push_back(measured);
     }
-    const EngineStats timed_to = engine.stats();
-    summary.compressed_bytes_per_step =
-        static_cast<double>(timed_to.compressed_bytes - timed_from.compressed_bytes) /
-        config_.steps;
-    summary.sparse_tensors_per_step =
-        static_cast<double>(timed_to.dgc_sparse_tensors - timed_from.dgc_sparse_tensors) /
-        config_.steps;
+    for (const LocalStep& step : steps) {
+      summary.compressed_bytes_per_step += static_cast<double>(step.compressed_bytes);
+      summary.sparse_tensors_per_step += static_cast<double>(step.sparse_tensors);
+    }
+    summary.compressed_bytes_per_step /= config_.steps;
+    summary.sparse_tensors_per_step /= config_.steps;
     engine.shutdown();  // every rank does: the Context is this thread's again
     const int64_t wrong = !config_.check                             ? -1
                           : summary.compression == Compression::kDgc ? count_differences()
@@ -264,6 +260,38 @@ class ReplayRank {
     return best;
   }
 
+  // Every rank (and device) submits one token and waits for the sum: the ranks start what follows
+  // together.
+  void sync(Engine& engine) {
+    std::vector<float> tokens(static_cast<size_t>(devices_), 1.0f);  // one per device
+    std::vector<float*> token_at;
+    for (int d = 0; d < devices_; ++d) {
+      if (config_.gpus) group_->upload({gpu_tokens_[d].get(), d}, &tokens[d], sizeof(float));
+      token_at.push_back(config_.gpus ? static_cast<float*>(gpu_tokens_[d].get()) : &tokens[d]);
+    }
+    Submission sync;
+    sync.name = "replay.sync";
+    sync.tensor = Tensor{token_at[0], DataType::kFloat32, {}};
+    sync.op = ReduceOp::kSum;
+    for (int d = 1; d < devices_; ++d) sync.other_devices.push_back(token_at[d]);
+    engine.submit(std::move(sync)).wait();
+  }
+
+  // --paired: every gradient byte as ONE tensor through the engine, uncompressed: a bucket of one
+  // member runs in place as the one-buffer allreduce (over a group: the hierarchical one) plus
+  // its negotiation cycle. This rank's time.
+  double engine_one_buffer_ms(Engine& engine) {
+    Submission all;
+    all.name = "replay.one_buffer";
+    all.tensor = Tensor{arena(0), DataType::kFloat32, {static_cast<int64_t>(elements_)}};
+    all.op = config_.op;
+    all.compression = Compression::kNone;
+    for (int d = 1; d < devices_; ++d) all.other_devices.push_back(arena(d));
+    const auto start = Clock::now();
+    engine.submit(std::move(all)).wait();
+    return ms_between(start, Clock::now());
+  }
+
   LocalStep run_step(Engine& engine, const std::vector<model::Emission>& schedule) {
     const EngineStats before = engine.stats();
     std::vector<Handle> handles(tensors_.size());
@@ -289,6 +317,8 @@ class ReplayRank {
     step.rounds = after.coordinator_rounds - before.coordinator_rounds;
     step.hits = after.cache_hits - before.cache_hits;
     step.buckets = after.buckets - before.buckets;
+    step.compressed_bytes = after.compressed_bytes - before.compressed_bytes;
+    step.sparse_tensors = after.dgc_sparse_tensors - before.dgc_sparse_tensors;
     return step;
   }
 
@@ -301,7 +331,7 @@ class ReplayRank {
     std::vector<int64_t> ranges;  // begin, -end: max over ranks = the cycles every rank counted
     std::vector<int64_t> counts;
     for (const LocalStep& step : local) {
-      times.insert(times.end(), {step.step_ms, step.tail_ms});
+      times.insert(times.end(), {step.step_ms, step.tail_ms, step.one_buffer_ms});
       ranges.insert(ranges.end(), {static_cast<int64_t>(step.cycle_begin),
                                    -static_cast<int64_t>(step.cycle_end)});
       counts.insert(counts.end(),
@@ -323,8 +353,9 @@ class ReplayRank {
     size_t next = 0;
     for (size_t k = 0; k < n; ++k) {
       ReplayStep step;
-      step.step_ms = times[2 * k];
-      step.tail_ms = times[2 * k + 1];
+      step.step_ms = times[3 * k];
+      step.tail_ms = times[3 * k + 1];
+      step.one_buffer_ms = times[3 * k + 2];
       const int64_t cycles = std::max<int64_t>(0, -ranges[2 * k + 1] - ranges[2 * k]);
       step.cycles = static_cast<uint64_t>(cycles);
       for (int64_t c = 0; c < cycles; ++c) step.negotiation_ms += negotiation[next++] / 1000;

@@ -2,6 +2,7 @@
 // and a small replay through the engine on inproc ranks with every result checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -67,10 +68,11 @@ TEST(ReplayCommand, Flags) {
   EXPECT_FALSE(cli::is_replay_command(2, argv));
   runners::ReplayConfig config;
   int code = -1;
-  ASSERT_TRUE(parse(
-      {"--profile", "vgg16", "--compute-ms", "12.5", "--steps", "3", "--no-cache",
-       "--fusion-threshold", "8M", "--compression", "bf16", "--op", "sum", "--spread", "size"},
-      &config, &code));
+  ASSERT_TRUE(parse({"--profile", "vgg16", "--compute-ms", "12.5", "--steps", "3", "--no-cache",
+                     "--fusion-threshold", "8M", "--compression", "bf16", "--op", "sum", "--spread",
+                     "size", "--paired"},
+                    &config, &code));
+  EXPECT_TRUE(config.paired);
   EXPECT_EQ(config.profile, "vgg16");
   EXPECT_EQ(config.compute_ms, 12.5);
   EXPECT_EQ(config.steps, 3);
@@ -80,6 +82,9 @@ TEST(ReplayCommand, Flags) {
   EXPECT_EQ(config.compression, Compression::kBf16);
   EXPECT_EQ(config.op, ReduceOp::kSum);
   EXPECT_EQ(config.spread, model::ComputeSpread::kBySize);
+  runners::ReplayConfig unpaired;
+  ASSERT_TRUE(parse({}, &unpaired, &code));
+  EXPECT_FALSE(unpaired.paired);
   runners::ReplayConfig bad;
   EXPECT_FALSE(parse({"--no-fusion", "--fusion-threshold", "1M"}, &bad, &code));
   EXPECT_EQ(code, 2);
@@ -191,6 +196,76 @@ TEST(ReplayRun, OverLocalDevicesEveryDeviceGetsTheGlobalAverage) {
     EXPECT_NE(text.find("one-buffer hierarchical allreduce"), std::string::npos) << text;
     EXPECT_NE(runners::format_replay_json(s).find("\"local_devices\":3"), std::string::npos);
   }
+}
+
+// --paired: before every step one allreduce of all the bytes as one tensor through the engine,
+// timed; the step then starts from freshly filled gradients (op sum: a step over the one-buffer
+// allreduce's results would be wrong), flat and over 2 nodes x 2 devices. What the ranks sent per
+// step counts the steps' buckets only (fp16: half the bytes), not the uncompressed one-buffer runs.
+TEST(ReplayRun, PairedTimesTheOneBufferAllreduceBeforeEveryStep) {
+  const TestProfile file;
+  for (int devices : {1, 2}) {
+    runners::ReplayConfig config;
+    config.profile = file.path.string();
+    config.steps = 3;
+    config.warmup_steps = 1;
+    config.baseline_iters = 1;
+    config.check = true;
+    config.op = ReduceOp::kSum;
+    config.paired = true;
+    config.local_devices = devices;
+    if (devices == 1) config.compression = Compression::kFp16;
+    const std::vector<runners::ReplaySummary> summaries = replay_on_ranks(config, 2);
+    const runners::ReplaySummary& s = summaries[0];
+    EXPECT_EQ(s.wrong, 0) << devices;
+    ASSERT_EQ(s.steps.size(), 3u);
+    for (const runners::ReplayStep& step : s.steps) {
+      EXPECT_GT(step.one_buffer_ms, 0) << devices;
+      EXPECT_EQ(step.cache_hits, 30u) << devices;  // the one-buffer tensor is not in the step
+    }
+    for (const auto& other : summaries) {
+      for (size_t k = 0; k < s.steps.size(); ++k) {  // the slowest rank's, on every rank
+        EXPECT_EQ(other.steps[k].one_buffer_ms, s.steps[k].one_buffer_ms);
+      }
+    }
+    if (devices == 1) {
+      EXPECT_EQ(s.compressed_bytes_per_step, static_cast<double>(s.bytes) / 2);
+    }
+    const std::optional<runners::ReplaySummary::Paired> paired = s.paired();
+    ASSERT_TRUE(paired.has_value());
+    std::vector<double> ratios;
+    for (const runners::ReplayStep& step : s.steps)
+      ratios.push_back(step.step_ms / step.one_buffer_ms);
+    std::sort(ratios.begin(), ratios.end());
+    EXPECT_DOUBLE_EQ(paired->ratio_median, ratios[1]);
+    EXPECT_DOUBLE_EQ(paired->ratio_min, ratios[0]);
+    EXPECT_DOUBLE_EQ(paired->ratio_max, ratios[2]);
+    const std::string text = runners::format_replay_text(s);
+    EXPECT_NE(text.find("1-buffer(ms)"), std::string::npos) << text;
+    EXPECT_NE(text.find(devices > 1 ? "# paired: the one-buffer hierarchical allreduce"
+                                    : "# paired: the one-buffer allreduce"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(runners::format_replay_json(s).find("\"ratio_median\""), std::string::npos);
+  }
+}
+
+// Without --paired nothing of it is reported.
+TEST(ReplayRun, UnpairedReportsNoPairs) {
+  const TestProfile file;
+  runners::ReplayConfig config;
+  config.profile = file.path.string();
+  config.steps = 2;
+  config.warmup_steps = 0;
+  config.baseline_iters = 1;
+  const runners::ReplaySummary s = replay_on_ranks(config, 2)[0];
+  EXPECT_FALSE(s.paired().has_value());
+  EXPECT_EQ(runners::format_replay_text(s).find("# paired"), std::string::npos);
+  EXPECT_EQ(runners::format_replay_text(s).find("1-buffer"), std::string::npos);
+  EXPECT_EQ(runners::format_replay_json(s).find("\"paired\""), std::string::npos);
+  const std::string json = runners::format_replay_json(s);
+  EXPECT_EQ(json.find("\"one_buffer_ms\""),
+            json.rfind("\"one_buffer_ms\""));  // the top level's only
 }
 
 // --gpus refused where it cannot run, before anything is allocated: compression on GPU buffers
