@@ -93,8 +93,14 @@ meta = {"command": command}
 for pair in pairs:
     key, value = pair.split("=", 1)
     meta[key] = int(value) if value.isdigit() else value
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-meta.update({"cpus": os.cpu_count(), "commit": commit.stdout.strip(), "nice": os.nice(0),
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip()
+# A build of a tree with changes to tracked files is not that commit's: say so.
+changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                         capture_output=True, text=True).stdout.strip()
+if commit and changed:
+    commit += " with uncommitted changes"
+meta.update({"cpus": os.cpu_count(), "commit": commit, "nice": os.nice(0),
              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3]),
              "ringd_env": {k: v for k, v in os.environ.items()
