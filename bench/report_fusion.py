@@ -19,6 +19,7 @@ cost is small; the one-buffer allreduce is the bar); the table still shows both 
 import argparse
 import json
 import sys
+from statistics import median
 
 from report_lib import provenance_line, verdict_lines
 
@@ -31,12 +32,6 @@ def node_bytes_per_s(run, nodes):
     """What each node sends per second in a ring allreduce of the run's bytes: 2(N-1)/N x bytes
     per step (the hierarchy sends the node's buffer once, whatever its devices)."""
     return 2 * (nodes - 1) / nodes * run["bytes"] / (run["mean_step_ms"] / 1e3)
-
-
-def median(values):
-    values = sorted(values)
-    n = len(values)
-    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
 def load(path):
