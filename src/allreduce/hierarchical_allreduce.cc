@@ -10,26 +10,24 @@
 //      +--- ring -------+      2 allreduce          +-----|-----|- ring ----+     |     |  shard a
 //      |  across nodes  |        on the leader            +-----|- ring ----------+     |  shard b
 //    leader           leader                                    +- ring ----------------+  shard c
-//    /  |  \          /  |  \  3 local broadcast    2 one allreduce per shard across nodes,
-//  d0 d1 d2         d0 d1 d2                          one after another on the one Context
+//    /  |  \          /  |  \  3 local broadcast    2 across nodes: the shards as ONE ring on
+//  d0 d1 d2         d0 d1 d2                          host memory, else one after another
 //                                                   3 local allgather: every device all shards
 //
 // The ring across nodes has N steps instead of N x L, and carries the buffer once per node
 // (2(N-1)/N of it each way), whatever L is. reduce-bcast puts the whole local reduction on the
 // leader's result and the whole network step on one buffer; rs-ag spreads the local work over all
-// L devices (on GPUs each reduces and copies 1/L) at the cost of L allreduces across nodes.
+// L devices (on GPUs each reduces and copies 1/L).
 //
-// Why the shard allreduces run one after another: a Context is driven by one thread, and a pair
-// matches messages in FIFO order with the tag checked (transport.h), so two collectives in flight
-// on one Context would mismatch. L sub-contexts would mean L connections per neighbour (and, for
-// tcp, L I/O threads) on a node with one NIC, which buys nothing here; one ring over the
-// concatenated shards needs them contiguous in host memory, which costs a copy of the buffer on
-// CPU groups. In sequence, the bytes on the wire are the same as one ring over the whole buffer;
-// what is added is (L-1) x the ring's latency, which is why rs-ag loses at small sizes. One rail
-// per shard (several NICs, several Contexts) is where running them in parallel would pay.
-//
-// Pieces: the step across nodes works through group.stage() piece by piece (cpu groups: one
-// piece per range, no copy; device groups: pinned-memory pieces, copies overlapping the network).
+// The step across nodes, on host memory (cpu groups: LocalGroup::staging_piece_bytes() is
+// unlimited): every range of a pipeline step, in place on the devices' own buffers, as ONE
+// allreduce_list — rs-ag's L shards are one ring, the same bytes and latency as reduce-bcast's
+// one buffer. On device memory (GPUs) it works through group.stage() piece by piece, in
+// pinned-memory pieces whose copies overlap the network, one allreduce per piece: rs-ag's shards
+// one after another, (L-1) x the ring's latency more than one ring. A Context is driven by one
+// thread and a pair matches messages in FIFO order (transport.h), so they cannot run at once;
+// L sub-contexts would mean L connections per neighbour on a node with one NIC. One rail per
+// shard (several NICs, several Contexts) is where running them in parallel would pay.
 //
 // Chunks (hierarchy_pipeline.h): above HierarchyOptions::pipeline_chunk_bytes the buffer is cut
 // into chunks that go through the three steps as a pipeline: while chunk c is on the network, a
@@ -38,7 +36,10 @@
 //
 // Parts (hierarchical_allreduce_parts): several buffers' chunks, one after the other, in one
 // pipeline, so that the local work and the caller's before/after of one part overlap the network
-// step of another (the fusion engine's buckets); hierarchical_allreduce is one part.
+// step of another (the fusion engine's buckets); hierarchical_allreduce is one part. On host
+// memory, consecutive parts of one dtype and op are cut into chunks as if they were one buffer
+// (a chunk may end in one part and go on in the next), so small parts share a ring instead of
+// paying one each (plan_steps below).
 //
 // avg: the local steps and the allreduce across nodes combine as sum, and each piece is scaled by
 // 1/(N x L) once, on the host, before it goes back to the devices, so every device gets the same
@@ -57,14 +58,80 @@ namespace {
 
 constexpr const char* kWhat = "hierarchical_allreduce";
 
-// One chunk of one part: what one pipeline step works on.
-struct Step {
+// What one pipeline step works on of one part: a range of it, in one chunk.
+struct Segment {
   size_t part = 0;
   algo::ElementRange range;
-  ShardLayout shards;  // rs-ag: the chunk's shard per device
-  bool first = false;  // the part's first chunk (runs its `before`)
+  ShardLayout shards;  // rs-ag: the segment's shard per device
+  bool first = false;  // the part's first segment (runs its `before`)
   bool last = false;   // its last (runs its `after`)
 };
+
+// One pipeline step: one chunk, made of one part's range or, on host memory, of several
+// consecutive parts' ranges that go across nodes as one allreduce_list.
+struct Step {
+  std::vector<Segment> segments;
+};
+
+// avg across nodes combines as sum and scales once, on the host.
+ReduceOp combine_op(const HierarchicalPart& part, int nodes) {
+  return part.op == ReduceOp::kAvg && nodes > 1 ? ReduceOp::kSum : part.op;
+}
+
+// Parts that may share a step across nodes: one dtype, one combining op, one scaling.
+bool joinable(const HierarchicalPart& a, const HierarchicalPart& b) {
+  return a.dtype == b.dtype && a.op == b.op;
+}
+
+Segment make_segment(size_t part, algo::ElementRange range, size_t part_count, Hierarchy strategy,
+                     int devices) {
+  Segment segment;
+  segment.part = part;
+  segment.range = range;
+  if (strategy == Hierarchy::kRsAg)
+    segment.shards = ShardLayout::even(range.first, range.count, devices);
+  segment.first = range.first == 0;
+  segment.last = range.first + range.count == part_count;
+  return segment;
+}
+
+// The pipeline's steps. Not pipelined: one step per part. Pipelined: each part cut into chunks
+// of its own. Joined: each run of consecutive joinable parts cut as if it were one buffer, so a
+// chunk may end in one part and go on in the next (a part of 0 elements rides in the step where
+// it falls, for its before and after). Every node plans the same steps from the same parts.
+std::vector<Step> plan_steps(std::span<const HierarchicalPart> parts, Hierarchy strategy,
+                             int devices, size_t chunk_bytes, bool pipelined, bool join) {
+  std::vector<Step> steps;
+  for (size_t begin = 0, end = 0; begin < parts.size(); begin = end) {
+    end = begin + 1;
+    while (join && end < parts.size() && joinable(parts[begin], parts[end])) ++end;
+    size_t total = 0;
+    for (size_t p = begin; p < end; ++p) total += parts[p].count;
+    std::vector<algo::ElementRange> chunks =
+        pipelined ? algo::cut_chunks(total, parts[begin].dtype, chunk_bytes)
+                  : std::vector<algo::ElementRange>{{0, total}};
+    if (chunks.empty()) chunks.push_back({0, 0});  // nothing to move: still befores and afters
+    size_t p = begin;
+    size_t used = 0;  // elements of part p in earlier steps
+    for (const algo::ElementRange& chunk : chunks) {
+      Step step;
+      size_t need = chunk.count;
+      while (p < end) {
+        const size_t left = parts[p].count - used;
+        if (left > 0 && need == 0) break;
+        const size_t take = std::min(left, need);
+        step.segments.push_back(make_segment(p, {used, take}, parts[p].count, strategy, devices));
+        used += take;
+        need -= take;
+        if (used < parts[p].count) break;  // the chunk is full; the part goes on in the next
+        ++p;
+        used = 0;
+      }
+      steps.push_back(std::move(step));
+    }
+  }
+  return steps;
+}
 
 void check_part(const Context& ctx, const LocalGroup& group, const HierarchicalPart& part) {
   group.check_buffers(kWhat, part.buffers, part.count);
@@ -114,78 +181,93 @@ void hierarchical_allreduce_parts(Context& ctx, LocalGroup& group,
     }
   }
 
-  // Chunks only pay when there is local work to overlap with the network.
-  std::vector<Step> steps;
-  for (size_t p = 0; p < parts.size(); ++p) {
-    const HierarchicalPart& part = parts[p];
-    std::vector<algo::ElementRange> chunks =
-        nodes > 1 && devices > 1 ? algo::cut_chunks(part.count, part.dtype, chunk_bytes)
-                                 : std::vector<algo::ElementRange>{{0, part.count}};
-    if (chunks.empty()) chunks.push_back({0, 0});  // count 0: still its before and after
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      Step step;
-      step.part = p;
-      step.range = chunks[c];
-      if (strategy == Hierarchy::kRsAg) {
-        step.shards = ShardLayout::even(chunks[c].first, chunks[c].count, devices);
-      }
-      step.first = c == 0;
-      step.last = c + 1 == chunks.size();
-      steps.push_back(std::move(step));
-    }
-  }
+  // Chunks only pay when there is local work to overlap with the network; joining parts only
+  // where the step across nodes sees the devices' own memory (one allreduce_list, no staging).
+  const bool pipelined = nodes > 1 && devices > 1;
+  const bool join = pipelined && piece_bytes == SIZE_MAX;
+  const std::vector<Step> steps =
+      plan_steps(parts, strategy, devices, chunk_bytes, pipelined, join);
   if (steps.empty()) return;
 
   constexpr int kLeader = 0;
   const double scale = 1.0 / (static_cast<double>(nodes) * devices);
-  // avg across nodes combines as sum and scales once, on the host.
-  auto combine = [&](const HierarchicalPart& part) {
-    return part.op == ReduceOp::kAvg && nodes > 1 ? ReduceOp::kSum : part.op;
-  };
   auto local_in = [&](size_t s) {
-    const Step& step = steps[s];
-    const HierarchicalPart& part = parts[step.part];
-    if (step.first && part.before) part.before();
-    if (step.range.count == 0) return;
-    if (strategy == Hierarchy::kRsAg) {
-      group.reduce_scatter(part.buffers, step.shards, part.dtype, combine(part));
-    } else {
-      group.reduce_to_leader(part.buffers, step.range.first, step.range.count, part.dtype,
-                             combine(part), kLeader);
+    for (const Segment& segment : steps[s].segments) {
+      const HierarchicalPart& part = parts[segment.part];
+      if (segment.first && part.before) part.before();
+      if (segment.range.count == 0) continue;
+      if (strategy == Hierarchy::kRsAg) {
+        group.reduce_scatter(part.buffers, segment.shards, part.dtype, combine_op(part, nodes));
+      } else {
+        group.reduce_to_leader(part.buffers, segment.range.first, segment.range.count, part.dtype,
+                               combine_op(part, nodes), kLeader);
+      }
     }
   };
-  auto across = [&](size_t s) {
-    const Step& step = steps[s];
-    const HierarchicalPart& part = parts[step.part];
-    if (nodes == 1 || step.range.count == 0) return;
-    const ReduceOp op = combine(part);
-    const bool scale_on_host = part.op == ReduceOp::kAvg;
+  // The host ranges of one segment that go across nodes: the leader's, or every device's shard.
+  auto host_ranges = [&](const Segment& segment) {
     std::vector<HostPiece> ranges;
+    if (segment.range.count == 0) return ranges;
     if (strategy == Hierarchy::kRsAg) {
       for (int d = 0; d < devices; ++d) {
-        ranges.push_back({d, step.shards.first(d), step.shards.count(d)});
+        ranges.push_back({d, segment.shards.first(d), segment.shards.count(d)});
       }
     } else {
-      ranges.push_back({kLeader, step.range.first, step.range.count});
+      ranges.push_back({kLeader, segment.range.first, segment.range.count});
     }
-    algo::across_nodes(group, part.buffers, algo::cut_pieces(ranges, piece_bytes, part.dtype),
-                       part.dtype, HostAccess::kReadWrite, [&](void* host, size_t count) {
-                         allreduce(ctx, host, host, count, part.dtype, op, options.inter_node);
-                         if (scale_on_host) scale_in_place(host, count, part.dtype, scale);
-                       });
+    return ranges;
+  };
+  auto across = [&](size_t s) {
+    if (nodes == 1) return;
+    const Step& step = steps[s];
+    if (join) {
+      // Host memory: every range of the step in place, as one ring (steps join only parts of one
+      // dtype, combining op and scaling).
+      const HierarchicalPart& head = parts[step.segments.front().part];
+      std::vector<BufferView> views;
+      for (const Segment& segment : step.segments) {
+        const HierarchicalPart& part = parts[segment.part];
+        const size_t elem = dtype_size(part.dtype);
+        for (const HostPiece& range : host_ranges(segment)) {
+          if (range.count == 0) continue;
+          views.push_back({static_cast<char*>(part.buffers[range.device].data) + range.first * elem,
+                           range.count});
+        }
+      }
+      if (views.empty()) return;
+      allreduce_list(ctx, views, head.dtype, combine_op(head, nodes), options.inter_node);
+      if (head.op == ReduceOp::kAvg) {
+        for (const BufferView& view : views)
+          scale_in_place(view.data, view.count, head.dtype, scale);
+      }
+      return;
+    }
+    for (const Segment& segment : step.segments) {
+      const HierarchicalPart& part = parts[segment.part];
+      if (segment.range.count == 0) continue;
+      const ReduceOp op = combine_op(part, nodes);
+      const bool scale_on_host = part.op == ReduceOp::kAvg;
+      algo::across_nodes(group, part.buffers,
+                         algo::cut_pieces(host_ranges(segment), piece_bytes, part.dtype),
+                         part.dtype, HostAccess::kReadWrite, [&](void* host, size_t count) {
+                           allreduce(ctx, host, host, count, part.dtype, op, options.inter_node);
+                           if (scale_on_host) scale_in_place(host, count, part.dtype, scale);
+                         });
+    }
   };
   auto local_out = [&](size_t s) {
-    const Step& step = steps[s];
-    const HierarchicalPart& part = parts[step.part];
-    if (step.range.count > 0) {
-      if (strategy == Hierarchy::kRsAg) {
-        group.allgather(part.buffers, step.shards, part.dtype);
-      } else {
-        group.broadcast_from_leader(part.buffers, step.range.first, step.range.count, part.dtype,
-                                    kLeader);
+    for (const Segment& segment : steps[s].segments) {
+      const HierarchicalPart& part = parts[segment.part];
+      if (segment.range.count > 0) {
+        if (strategy == Hierarchy::kRsAg) {
+          group.allgather(part.buffers, segment.shards, part.dtype);
+        } else {
+          group.broadcast_from_leader(part.buffers, segment.range.first, segment.range.count,
+                                      part.dtype, kLeader);
+        }
       }
+      if (segment.last && part.after) part.after();
     }
-    if (step.last && part.after) part.after();
   };
 
   algo::with_hierarchy_context(

@@ -243,9 +243,13 @@ TEST_P(HierarchicalParts, EveryPartEndsAsItsOwnAllreduce) {
     DataType dtype;
     ReduceOp op;
   };
+  // Runs of one dtype and op (f32 sum, f64 avg) that the pipeline's 16384-float chunks cut
+  // across part boundaries on host memory, a part of 0 inside a run, and runs of one part.
   const std::vector<Spec> specs = {
       {65537, DataType::kFloat32, ReduceOp::kSum}, {0, DataType::kFloat32, ReduceOp::kSum},
-      {13, DataType::kInt32, ReduceOp::kMax},      {40000, DataType::kFloat64, ReduceOp::kAvg},
+      {20000, DataType::kFloat32, ReduceOp::kSum}, {7, DataType::kFloat32, ReduceOp::kSum},
+      {30000, DataType::kFloat32, ReduceOp::kSum}, {13, DataType::kInt32, ReduceOp::kMax},
+      {40000, DataType::kFloat64, ReduceOp::kAvg}, {25000, DataType::kFloat64, ReduceOp::kAvg},
       {1, DataType::kFloat32, ReduceOp::kProd},    {3000, DataType::kFloat16, ReduceOp::kSum}};
   const int world = nodes * devices;
   std::deque<testing::RankOutputs> outputs;
@@ -296,6 +300,47 @@ TEST_P(HierarchicalParts, EveryPartEndsAsItsOwnAllreduce) {
     }
   });
   for (size_t p = 0; p < specs.size(); ++p) EXPECT_EQ(outputs[p].differences(), "") << p;
+}
+
+// On host memory, consecutive parts of one dtype and op go across nodes as the chunks of one
+// buffer: one allreduce_list per chunk, not one allreduce per part (or per shard).
+TEST(HierarchicalJoinedParts, OneAllreducePerChunkNotPerPart) {
+  for (Hierarchy strategy : {Hierarchy::kReduceBcast, Hierarchy::kRsAg}) {
+    SCOPED_TRACE(strategy_label(strategy));
+    const int nodes = 2, devices = 2;
+    // 33000 floats in 16384-float chunks: two chunks (the short tail joins the second).
+    const std::vector<size_t> counts = {10000, 10000, 0, 10000, 3000};
+    testing::run_nodes(Transport::kInproc, nodes, devices, 0, [&](Context& ctx, NodeDevices& node) {
+      std::vector<std::vector<std::vector<float>>> memory(counts.size());
+      std::vector<HierarchicalPart> parts(counts.size());
+      for (size_t p = 0; p < counts.size(); ++p) {
+        for (int d = 0; d < devices; ++d) {
+          memory[p].emplace_back(counts[p], static_cast<float>(node.global_rank(ctx, d) + 1));
+          parts[p].buffers.push_back({memory[p][d].data(), d});
+        }
+        parts[p].count = counts[p];
+        parts[p].dtype = DataType::kFloat32;
+        parts[p].op = ReduceOp::kSum;
+      }
+      HierarchyOptions options = options_for(strategy);
+      options.check_agreement = false;  // its own allreduces would count too
+      hierarchical_allreduce_parts(ctx, *node.group, parts, options);  // the tuner runs here
+      for (auto& part : memory) {
+        for (auto& buffer : part) std::fill(buffer.begin(), buffer.end(), 1.0f);
+      }
+      const uint64_t before = ctx.next_operation_id();
+      hierarchical_allreduce_parts(ctx, *node.group, parts, options);
+      EXPECT_EQ(ctx.next_operation_id() - before, 1u + 2u) << "operations across nodes";
+      for (size_t p = 0; p < counts.size(); ++p) {
+        for (int d = 0; d < devices; ++d) {
+          for (size_t i = 0; i < counts[p]; ++i) {
+            ASSERT_EQ(memory[p][d][i], static_cast<float>(nodes * devices))
+                << "part " << p << " device " << d << " element " << i;
+          }
+        }
+      }
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Inproc, HierarchicalParts,
