@@ -9,9 +9,13 @@
 // one pipeline: while one bucket is on the network, a helper thread copies the next one in and
 // reduces it inside the node, and broadcasts the one before and copies it out (the fused buckets
 // alternate between two fusion buffer slots per device, as in the flat pipeline of executor.h).
-// A bucket of one uncompressed tensor runs on the tensor's own buffers. A group whose buffers are
-// not host memory (GPUs: LocalGroup::staging_piece_bytes() is finite) cannot be copied into by
-// the host: its buckets' members run one by one on their own buffers, without fp16/bf16.
+// Uncompressed buckets are not copied at all: each member is a part on its own buffers, and on
+// host memory hierarchical_allreduce_parts cuts consecutive parts of one dtype and op into its
+// chunks as if they were one buffer, so small tensors share a ring without a fusion buffer (as
+// the flat engine's allreduce_list). Only fp16/bf16 buckets are fused, converting as they copy.
+// A group whose buffers are not host memory (GPUs: LocalGroup::staging_piece_bytes() is finite)
+// cannot be copied into by the host: its buckets' members run one by one on their own buffers,
+// each its own chunks, without fp16/bf16.
 #include <cstdint>
 #include <memory>
 
@@ -30,7 +34,7 @@ std::vector<Executor::Traffic> Executor::run_hierarchical_allreduces(
   LocalGroup& group = *config_.local_group;
   const int devices = group.size();
   const std::vector<AllreducePlan> plans =
-      plan_allreduces(buckets, ready, devices, host_memory(group), /*lists=*/false);
+      plan_allreduces(buckets, ready, devices, host_memory(group), /*lists=*/true);
   std::vector<Traffic> traffic(plans.size());
   std::vector<HierarchicalPart> parts;
   for (size_t k = 0; k < plans.size(); ++k) {

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <tuple>
 
@@ -136,6 +139,55 @@ TEST(EngineOverDevices, Fp16CompressedBucketsStayCloseAndIdentical) {
     ASSERT_NEAR(results[0][i], want, 2e-3 * want) << i;
   }
   for (const auto& r : results) EXPECT_EQ(r, results[0]);
+}
+
+// On CPU devices an uncompressed bucket is never copied into a fusion buffer: its members are
+// parts on their own buffers (the hierarchy joins them into its chunks); fp16 buckets are.
+TEST(EngineOverDevices, UncompressedBucketsRunOnTheTensorsOwnBuffers) {
+  constexpr int kNodes = 2, kDevices = 2;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ringd_engine_hierarchy_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const Compression compression : {Compression::kNone, Compression::kFp16}) {
+    SCOPED_TRACE(compression_name(compression));
+    const auto pattern = dir / (std::string(compression_name(compression)) + ".%r.json");
+    testing::run_nodes(Transport::kInproc, kNodes, kDevices, 0,
+                       [&](Context& ctx, NodeDevices& node) {
+                         EngineOptions options = testing::test_engine_options();
+                         options.fusion_threshold_bytes = 1 << 20;
+                         options.compression = compression;
+                         options.timeline_path = pattern.string();
+                         options.local_group = node.group.get();
+                         Engine engine(ctx, options);
+                         NodeTensors tensors(kDevices, ctx.rank() * kDevices);
+                         std::vector<Submission> members;
+                         for (size_t t = 0; t < tensors.counts.size(); ++t) {
+                           members.push_back(tensors.allreduce(t, ReduceOp::kSum));
+                         }
+                         for (Handle& handle : engine.submit_group("all", std::move(members))) {
+                           handle.wait();
+                         }
+                       });
+    for (int rank = 0; rank < kNodes; ++rank) {
+      std::string path = pattern.string();
+      path.replace(path.find("%r"), 2, std::to_string(rank));
+      std::ifstream in(path);
+      ASSERT_TRUE(in) << path;
+      size_t copies = 0, allreduces = 0;
+      for (const auto& event : nlohmann::json::parse(in)) {
+        if (!event.contains("name")) continue;
+        copies += event["name"] == "memcpy in" || event["name"] == "memcpy out";
+        allreduces += event["name"] == "allreduce";
+      }
+      EXPECT_GT(allreduces, 0u) << "rank " << rank;
+      if (compression == Compression::kNone) {
+        EXPECT_EQ(copies, 0u) << "rank " << rank;
+      } else {
+        EXPECT_GT(copies, 0u) << "rank " << rank;
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A broadcast's root is a device's global rank: device 1 of node 1 here.
@@ -288,9 +340,17 @@ TEST(EngineOverDevices, ANodeThatFailsMidRunFailsEveryPendingHandleOnTheOthers) 
           ctx.abort("node 2 failed (test)");
           return;
         }
+        // Each fails: in its handle, or already in submit once this node's engine has seen the
+        // failure (node 2 may abort before this node submits).
         std::vector<Handle> second;
         for (size_t t = 0; t < tensors.counts.size(); ++t) {
-          second.push_back(engine.submit(tensors.allreduce(t, ReduceOp::kSum)));
+          second.emplace_back();
+          try {
+            second.back() = engine.submit(tensors.allreduce(t, ReduceOp::kSum));
+          } catch (const Error& error) {
+            EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
+            second.pop_back();
+          }
         }
         for (Handle& handle : second) {
           const Error error = testing::expect_error([&] { handle.wait(); });
@@ -302,7 +362,14 @@ TEST(EngineOverDevices, ANodeThatFailsMidRunFailsEveryPendingHandleOnTheOthers) 
         EXPECT_EQ(later.code(), ErrorCode::kPeerLost) << later.what();
       },
       std::chrono::seconds(10));
-  EXPECT_EQ(errors.first(), nullptr);
+  for (size_t rank = 0; rank < errors.errors.size(); ++rank) {
+    if (!errors.errors[rank]) continue;
+    try {
+      std::rethrow_exception(errors.errors[rank]);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "node " << rank << " threw: " << e.what();
+    }
+  }
 }
 
 }  // namespace
