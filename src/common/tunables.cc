@@ -273,11 +273,11 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_SPIN_US", "200",
-       "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
-       "the socket without blocking, yielding the CPU between polls, for up to this many "
-       "microseconds (0..10000; 0 = sleep at once). GPUs: likewise, a thread waiting for a "
-       "staged copy or an NCCL local collective queries its CUDA event this long before it "
-       "sleeps on it"},
+       "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads) with at "
+       "most 256 KiB of it still to come, poll the socket without blocking, yielding the CPU "
+       "between polls, for up to this many microseconds (0..10000; 0 = sleep at once). GPUs: "
+       "likewise, a thread waiting for a staged copy or an NCCL local collective queries its "
+       "CUDA event this long before it sleeps on it"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},
@@ -306,8 +306,8 @@ const std::vector<TunableInfo>& tunable_table() {
        "0 = every tensor on its own"},
       {"RINGD_FUSION_MAX_TENSOR_BYTES", "1M",
        "fusion engine: larger tensors are not fused into a copied bucket (compressed allreduces, "
-       "broadcasts, engines over local devices) but run alone, in place; the flat engine's "
-       "uncompressed allreduces copy nothing and fuse at any size; 0 = fuse any size"},
+       "broadcasts, engines over GPUs) but run alone, in place; uncompressed allreduces (flat, "
+       "or over CPU devices) copy nothing and fuse at any size; 0 = fuse any size"},
       {"RINGD_CACHE_CAPACITY", "1024",
        "fusion engine: response-cache entries (tensors negotiated by one byte per cycle instead "
        "of a request to rank 0); 0 = no cache"},
