@@ -88,8 +88,9 @@ Segment make_segment(size_t part, algo::ElementRange range, size_t part_count, H
   Segment segment;
   segment.part = part;
   segment.range = range;
-  if (strategy == Hierarchy::kRsAg)
+  if (strategy == Hierarchy::kRsAg) {
     segment.shards = ShardLayout::even(range.first, range.count, devices);
+  }
   segment.first = range.first == 0;
   segment.last = range.first + range.count == part_count;
   return segment;
@@ -237,8 +238,9 @@ void hierarchical_allreduce_parts(Context& ctx, LocalGroup& group,
       if (views.empty()) return;
       allreduce_list(ctx, views, head.dtype, combine_op(head, nodes), options.inter_node);
       if (head.op == ReduceOp::kAvg) {
-        for (const BufferView& view : views)
+        for (const BufferView& view : views) {
           scale_in_place(view.data, view.count, head.dtype, scale);
+        }
       }
       return;
     }
