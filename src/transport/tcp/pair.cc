@@ -131,18 +131,13 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   if (failed_ || !socket_.valid()) return true;
   pollfd readable{socket_.get(),
                   static_cast<short>(POLLIN | POLLRDHUP | (sends_.empty() ? 0 : POLLOUT)), 0};
-  // The waiter's own receive is the first one (waiter_reads_locked).
-  const size_t to_come = recvs_.empty() ? 0
-                         : matched_     ? recvs_.front()->bytes - payload_got_
-                                        : recvs_.front()->bytes;
-  const bool spin = to_come <= kSpinRemainingBytes;
   ++pollers_;
   lock.unlock();
   // No polling slices: data, EOF, and close_socket_locked's shutdown() all wake poll, so a
   // missed wake-up would show as a timeout, not as a hidden delay.
   const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining_ms(deadline), 0, 1 << 30));
   int ready = 0;
-  if (const int spin_us = spin ? tunables().spin_us : 0; spin_us > 0) {
+  if (const int spin_us = tunables().spin_us; spin_us > 0) {
     // RINGD_SPIN_US: look again without blocking, yielding the CPU in between, before sleeping.
     // Bounded, and sched_yield() hands the core to any other runnable rank, so ranks that
     // outnumber the cores still progress; what it saves is the wake-up of an idle core.

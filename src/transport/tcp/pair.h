@@ -75,12 +75,6 @@ constexpr size_t kMaxAbortReasonBytes = 4096;
 constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
 // Messages up to this size are sent and received on the posting/waiting thread (see above).
 constexpr size_t kInlineIoBytes = 4 * 1024 * 1024;
-// A waiting reader spins (RINGD_SPIN_US) only while at most this much of its message is still to
-// come: about what a 10 Gbit/s link delivers in the default 200 us spin. More than that cannot
-// arrive within one spin, so the reader sleeps in poll() at once and is woken by the data instead
-// of polling and yielding through a long transfer (at 1 Gbit/s that spinning was a fifth of
-// the host's CPU time and bought nothing: docs/performance.md).
-constexpr size_t kSpinRemainingBytes = 256 * 1024;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
 struct PairOp {
