@@ -273,9 +273,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_SPIN_US", "200",
-       "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads) with at "
-       "most 256 KiB of it still to come, poll the socket without blocking, yielding the CPU "
-       "between polls, for up to this many microseconds (0..10000; 0 = sleep at once). GPUs: "
+       "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
+       "the socket without blocking, yielding the CPU between polls, for up to this many "
+       "microseconds (0..10000; 0 = sleep at once). GPUs: "
        "likewise, a thread waiting for a staged copy or an NCCL local collective queries its "
        "CUDA event this long before it sleeps on it"},
       {"RINGD_IFACE", "(unset)",
