@@ -275,9 +275,9 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SPIN_US", "200",
        "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
        "the socket without blocking, yielding the CPU between polls, for up to this many "
-       "microseconds (0..10000; 0 = sleep at once). GPUs: "
-       "likewise, a thread waiting for a staged copy or an NCCL local collective queries its "
-       "CUDA event this long before it sleeps on it"},
+       "microseconds (0..10000; 0 = sleep at once). GPUs: likewise, a thread waiting for a "
+       "staged copy or an NCCL local collective queries its CUDA event this long before it "
+       "sleeps on it"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},
