@@ -54,10 +54,9 @@ Executor::Executor(Context& ctx, const EngineConfig& config, Timeline* timeline)
 Executor::Counts Executor::run(std::vector<ReadyTensor>& ready, const Complete& complete,
                                const BucketDone& bucket_done) {
   Counts counts;
-  const std::vector<Bucket> buckets =
-      plan_buckets(ready, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes,
-                   /*copy_free_allreduces=*/config_.local_group == nullptr ||
-                       config_.local_group->staging_piece_bytes() == SIZE_MAX);
+  const std::vector<Bucket> buckets = plan_buckets(
+      ready, config_.fusion_threshold_bytes, config_.fusion_max_tensor_bytes,
+      /*copy_free_allreduces=*/config_.local_group == nullptr || host_memory(*config_.local_group));
   size_t b = 0;
   while (b < buckets.size()) {
     // What runs together: every consecutive allreduce bucket but DGC's, as one pipeline

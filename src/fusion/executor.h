@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -34,6 +35,7 @@
 #include "fusion/fusion_plan.h"
 #include "fusion/pending.h"
 #include "fusion/timeline.h"
+#include "ringd/local_group.h"
 #include "ringd/transport.h"
 
 namespace ringd::fusion {
@@ -42,6 +44,10 @@ namespace ringd::fusion {
 // device order (one without local devices).
 void* device_data(const ReadyTensor& ready, int device);
 std::vector<DeviceBuffer> device_buffers(const ReadyTensor& ready);
+
+// Whether the group's buffers are host memory the engine may copy into and hand to allreduce_list
+// (CPU devices: LocalGroup::staging_piece_bytes() is unlimited; GPUs are not).
+inline bool host_memory(const LocalGroup& group) { return group.staging_piece_bytes() == SIZE_MAX; }
 
 class Executor {
  public:

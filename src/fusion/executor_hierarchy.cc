@@ -23,11 +23,6 @@
 #include "ringd/hierarchy.h"
 
 namespace ringd::fusion {
-namespace {
-
-bool host_memory(const LocalGroup& group) { return group.staging_piece_bytes() == SIZE_MAX; }
-
-}  // namespace
 
 std::vector<Executor::Traffic> Executor::run_hierarchical_allreduces(
     const std::vector<const Bucket*>& buckets, std::vector<ReadyTensor>& ready) {
