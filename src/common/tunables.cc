@@ -275,7 +275,8 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_SPIN_US", "200",
        "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
        "the socket without blocking, yielding the CPU between polls, for up to this many "
-       "microseconds (0..10000; 0 = sleep at once). GPUs: likewise, a thread waiting for a "
+       "microseconds (0..10000; 0 = sleep at once); a payload under way with more than 64 KiB "
+       "still to come does not spin but sleeps until half of that has arrived. GPUs: likewise, a thread waiting for a "
        "staged copy or an NCCL local collective queries its CUDA event this long before it "
        "sleeps on it"},
       {"RINGD_IFACE", "(unset)",

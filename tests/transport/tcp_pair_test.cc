@@ -5,6 +5,7 @@
 #include <cstring>
 #include <future>
 #include <numeric>
+#include <thread>
 
 #include "common/tunables.h"
 #include "transport/tcp/pair.h"
@@ -190,6 +191,65 @@ TEST(TcpPair, PingPongMixingInlineAndIoThreadSizes) {
     }
   });
 }
+
+// A waiter whose payload has more than kLowWaterMinBytes still to come sleeps until half of that
+// has arrived (SO_RCVLOWAT), and must put the mark back to 1 when it wakes. Here every receive is
+// waited on before its data is sent (the sender starts late, so long payloads arrive while the
+// waiter sleeps), each message is the last thing on the wire until the waiter answers, and sizes
+// around the mark follow each other: a mark left behind stalls the next short message or answer
+// to the timeout (checked: without the reset both cases fail). With 16 KiB socket buffers the
+// kernel caps the mark at half the receive buffer and the payload trickles in.
+class TcpLowWaterTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(TcpLowWaterTest, LongReceivesWaitedOnBeforeTheirDataArrive) {
+  MemoryStore store;
+  std::vector<std::unique_ptr<Context>> contexts(2);
+  run_ranks(2, [&](int rank) {
+    TcpOptions options = testing::loopback_options(std::chrono::seconds(10));
+    options.socket_buffer_bytes = GetParam();
+    contexts[rank] = tcp_connect(store, rank, 2, options);
+  });
+  const std::vector<size_t> sizes = {tcp::kLowWaterMinBytes + 1,
+                                     3,
+                                     1u << 20,
+                                     0,
+                                     tcp::kInlineIoBytes,
+                                     2 * tcp::kLowWaterMinBytes + 5,
+                                     17,
+                                     tcp::kLowWaterMinBytes,
+                                     300000};
+  run_ranks(2, [&](int rank) {
+    Context& ctx = *contexts[rank];
+    Pair& peer = ctx.pair(1 - rank);
+    for (size_t round = 0; round < 2 * sizes.size(); ++round) {
+      const size_t bytes = sizes[round % sizes.size()];
+      const int sender = static_cast<int>(round % 2);
+      const uint64_t tag = make_tag(static_cast<uint32_t>(round), 0);
+      if (rank == sender) {
+        // The receiver is asleep in its wait by now; the answer below orders the rounds.
+        std::this_thread::sleep_for(milliseconds(20));
+        const std::vector<uint8_t> outgoing = make_message(rank, 1 - rank, round, bytes);
+        peer.isend(outgoing.data(), bytes, tag)->wait(ctx.timeout());
+        uint8_t answer = 0;
+        peer.irecv(&answer, 1, tag + 1)->wait(ctx.timeout());
+        ASSERT_EQ(answer, 0xA5) << "round " << round;
+      } else {
+        std::vector<uint8_t> incoming(bytes, 0xEE);
+        peer.irecv(incoming.data(), bytes, tag)->wait(ctx.timeout());
+        ASSERT_EQ(incoming, make_message(1 - rank, rank, round, bytes))
+            << "rank " << rank << " round " << round << " (" << bytes << " bytes)";
+        const uint8_t answer = 0xA5;
+        peer.isend(&answer, 1, tag + 1)->wait(ctx.timeout());
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(SocketBuffers, TcpLowWaterTest, ::testing::Values(0, 16 << 10),
+                         [](const auto& info) {
+                           return info.param == 0 ? std::string("Autotuned")
+                                                  : std::to_string(info.param) + "Bytes";
+                         });
 
 // Small receives leave reading to their poster or waiter (the I/O loop's read interest is off).
 // A thread that blocks on anything else must hand those sockets back to the loop first, or this

@@ -13,6 +13,14 @@
 #include "transport/tcp/handshake.h"
 
 namespace ringd::tcp {
+namespace {
+
+// Best effort: where the kernel refuses, poll() wakes for fewer bytes, which is only slower.
+void set_receive_low_water(int fd, int bytes) {
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes));
+}
+
+}  // namespace
 
 PairChannel::PairChannel(int rank, int peer, IoLoop& loop)
     : rank_(rank), peer_(peer), loop_(loop) {}
@@ -131,13 +139,20 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   if (failed_ || !socket_.valid()) return true;
   pollfd readable{socket_.get(),
                   static_cast<short>(POLLIN | POLLRDHUP | (sends_.empty() ? 0 : POLLOUT)), 0};
+  // A matched payload with more than kLowWaterMinBytes still to come: sleep until half of that is
+  // in the socket (SO_RCVLOWAT), not until the next few packets, and without spinning. Never
+  // before the header is matched: a mismatched or abort message must wake this waiter at once.
+  // The waiter's own receive is the first one (waiter_reads_locked); at most kInlineIoBytes.
+  const size_t to_come = have_header_ && matched_ ? recvs_.front()->bytes - payload_got_ : 0;
+  const int low_water = to_come > kLowWaterMinBytes ? static_cast<int>(to_come / 2) : 1;
+  if (low_water > 1) set_receive_low_water(socket_.get(), low_water);
   ++pollers_;
   lock.unlock();
   // No polling slices: data, EOF, and close_socket_locked's shutdown() all wake poll, so a
   // missed wake-up would show as a timeout, not as a hidden delay.
   const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining_ms(deadline), 0, 1 << 30));
   int ready = 0;
-  if (const int spin_us = tunables().spin_us; spin_us > 0) {
+  if (const int spin_us = low_water > 1 ? 0 : tunables().spin_us; spin_us > 0) {
     // RINGD_SPIN_US: look again without blocking, yielding the CPU in between, before sleeping.
     // Bounded, and sched_yield() hands the core to any other runnable rank, so ranks that
     // outnumber the cores still progress; what it saves is the wake-up of an idle core.
@@ -146,6 +161,9 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   }
   if (ready == 0) ready = ::poll(&readable, 1, wait_ms);
   lock.lock();
+  // Back to 1 before anything else reads: the I/O loop's edge-triggered reads and the next
+  // waiter's header must wake for any byte.
+  if (low_water > 1 && socket_.valid()) set_receive_low_water(socket_.get(), 1);
   if (--pollers_ == 0) closed_socket_.reset();
   return ready != 0 || Clock::now() < deadline;
 }

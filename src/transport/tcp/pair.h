@@ -17,9 +17,11 @@
 //     receive is posted does not wake the I/O thread either;
 //   * the thread waiting for a small receive at the head of the queue reads the socket itself,
 //     in poll() on it (after up to RINGD_SPIN_US of non-blocking looks, yielding the core in
-//     between) instead of the I/O thread waking up to read and then waking it. It also writes
-//     the pair's queued sends (polling for POLLOUT while any are left), so both halves of an
-//     exchange move on the thread that waits for it. on_io leaves reading to such a waiter.
+//     between; a long payload under way instead sleeps until half of its rest is in the socket,
+//     kLowWaterMinBytes) instead of the I/O thread waking up to read and then waking it. It
+//     also writes the pair's queued sends (polling for POLLOUT while any are left), so both
+//     halves of an exchange move on the thread that waits for it. on_io leaves reading to such
+//     a waiter.
 //     Read interest comes back on when that wait ends, when a large receive is posted, and
 //     before any thread of the context sleeps on anything else
 //     (IoLoop::restore_deferred_reads), so a blocked thread never leaves a socket unread. Per
@@ -75,6 +77,12 @@ constexpr size_t kMaxAbortReasonBytes = 4096;
 constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
 // Messages up to this size are sent and received on the posting/waiting thread (see above).
 constexpr size_t kInlineIoBytes = 4 * 1024 * 1024;
+// A waiter whose matched payload has more than this still to come sleeps until half of it has
+// arrived (SO_RCVLOWAT), then reads it all at once, instead of spinning and waking for every few
+// packets: a 1 MiB segment at 1 Gbit/s took dozens of wake-ups and RINGD_SPIN_US spins, each
+// mostly idle (docs/performance.md, "Waking for half of what is to come"). The kernel caps the
+// mark at half the receive buffer, so a long message never waits on bytes that cannot fit.
+constexpr size_t kLowWaterMinBytes = 64 * 1024;
 
 // One isend or irecv. Fields other than data/bytes/tag/header belong to the channel's mutex.
 struct PairOp {
