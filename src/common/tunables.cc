@@ -276,9 +276,9 @@ const std::vector<TunableInfo>& tunable_table() {
        "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
        "the socket without blocking, yielding the CPU between polls, for up to this many "
        "microseconds (0..10000; 0 = sleep at once); a payload under way with more than 64 KiB "
-       "still to come does not spin but sleeps until half of that has arrived. GPUs: likewise, a thread waiting for a "
-       "staged copy or an NCCL local collective queries its CUDA event this long before it "
-       "sleeps on it"},
+       "still to come does not spin but sleeps until half of that has arrived. GPUs: likewise, a "
+       "thread waiting for a staged copy or an NCCL local collective queries its CUDA event this "
+       "long before it sleeps on it"},
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},
