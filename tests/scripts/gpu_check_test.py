@@ -170,7 +170,10 @@ class Harness:
                        f"{i}, NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB\\n" for i in range(gpus)),
                    RINGD_BUILD_DIR=os.path.join(build, "build"),
                    RINGD_CUDA_BUILD_DIR=os.path.join(build, "build-cuda"))
-        env.pop("CUDA_VISIBLE_DEVICES", None)
+        # Hermetic: the caller's own test.sh settings (e.g. RINGD_SKIP_CUDA_BUILD=1 from a
+        # developer's shell) must not change what test.sh does here.
+        for name in ("CUDA_VISIBLE_DEVICES", "RINGD_SKIP_CUDA_BUILD"):
+            env.pop(name, None)
         env.update(extra)
         start = time.monotonic()
         result = subprocess.run([os.path.join(self.repo, "scripts", script), *args], cwd=self.repo,
