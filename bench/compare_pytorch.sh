@@ -4,14 +4,17 @@
 # DDP"): examples/pytorch/synthetic_benchmark.py and fashion_mnist.py with --framework.
 #
 #   bench/compare_pytorch.sh [--nodes N] [--rates R[,R...]] [--profile P] [--compute-ms C]
-#                            [--iters I] [--cnn-epochs E] [--frameworks F[,F...]]
-#                            [--only PARTS] [--out DIR] [--build-dir DIR]
+#                            [--iters I] [--rounds R] [--cnn-epochs E]
+#                            [--frameworks F[,F...]] [--only PARTS] [--out DIR]
+#                            [--build-dir DIR]
 #
 #   --nodes N        emulated nodes, one rank each (default 4)
 #   --rates R,...    tc rates of every port (default 1gbit,10gbit)
 #   --profile P      the synthetic model's gradient profile (default resnet50)
 #   --compute-ms C   the synthetic model's modeled forward + backward per step (default 100)
 #   --iters I        synthetic: timed iterations of 5 steps, after 3 warm-up steps (default 5)
+#   --rounds R       synthetic: rounds per rate, the frameworks interleaved in each; the report
+#                    compares the medians of the rounds (default 3)
 #   --cnn-epochs E   CNN: epochs per run (default 1)
 #   --frameworks F   ringd, horovod, ddp (default all three)
 #   --only PARTS     synthetic, cnn, single, comma-separated (default all)
@@ -21,6 +24,8 @@
 #
 # synthetic/cnn: per rate, each framework under mpirun across the nodes; ringd.torch over ringd's
 #   tcp transport (RINGD_TRANSPORT=tcp, eth0), Horovod with its MPI operations, DDP with gloo.
+#   The synthetic benchmark runs --rounds times per rate (ringd, horovod, ddp, ringd, ...: on a
+#   shared machine one run's figure moves by 10% and more), the CNN once.
 # single: one process, no network: plain PyTorch (--framework none) against ringd.torch on the
 #   synthetic model (what one rank pays for going through ringd).
 # ringd.torch and DDP run in scripts/python_env.sh's environment (torch 2.5.1); Horovod in
@@ -40,6 +45,7 @@ rates=1gbit,10gbit
 profile=resnet50
 compute_ms=100
 iters=5
+rounds=3
 cnn_epochs=1
 frameworks=ringd,horovod,ddp
 only=synthetic,cnn,single
@@ -47,7 +53,7 @@ out=/tmp/ringd-pytorch
 build_dir=${RINGD_BUILD_DIR:-build}
 
 usage() {
-  sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -57,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --profile) profile=${2:?}; shift 2 ;;
     --compute-ms) compute_ms=${2:?}; shift 2 ;;
     --iters) iters=${2:?}; shift 2 ;;
+    --rounds) rounds=${2:?}; shift 2 ;;
     --cnn-epochs) cnn_epochs=${2:?}; shift 2 ;;
     --frameworks) frameworks=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
@@ -72,6 +79,7 @@ IFS=, read -r -a parts <<<"$only"
 check_number --nodes "$nodes" 2 250
 check_number --compute-ms "$compute_ms" 0 100000
 check_number --iters "$iters" 1 1000
+check_number --rounds "$rounds" 1 100
 check_number --cnn-epochs "$cnn_epochs" 1 100
 for framework in "${framework_list[@]}"; do
   case $framework in
@@ -98,17 +106,17 @@ if uses horovod && { wants synthetic || wants cnn; }; then
   horovod_python=$(bench/horovod_env.sh)
 fi
 write_meta "$command_line" "nodes=$nodes" "rates=$rates" "profile=$profile" \
-  "compute_ms=$compute_ms" "iters=$iters" "cnn_epochs=$cnn_epochs" "frameworks=$frameworks" \
+  "compute_ms=$compute_ms" "iters=$iters" "rounds=$rounds" "cnn_epochs=$cnn_epochs" "frameworks=$frameworks" \
   "torch=$("$python" -c 'import torch; print(torch.__version__)')" \
   "horovod_torch=${horovod_python:+$("$horovod_python" -c 'import torch; print(torch.__version__)')}"
 
-# record PART FRAMEWORK RATE JSON: one tagged line in runs.jsonl
+# record PART FRAMEWORK RATE ROUND JSON: one tagged line in runs.jsonl
 record() {
   "$python" - "$@" >>"$out/runs.jsonl" <<'PY'
 import json, sys
-part, framework, rate, path = sys.argv[1:]
+part, framework, rate, round_, path = sys.argv[1:]
 run = json.load(open(path))
-run.update({"part": part, "framework": framework, "rate": rate})
+run.update({"part": part, "framework": framework, "rate": rate, "round": int(round_)})
 print(json.dumps(run))
 PY
 }
@@ -122,32 +130,32 @@ if wants single; then
     bench_log "single: synthetic_benchmark.py --framework $framework, one process"
     if env PYTHONPATH="$build_dir/python" "$python" examples/pytorch/synthetic_benchmark.py \
       --framework "$framework" "${synthetic_flags[@]}" --json "$json" >>"$out/single.log" 2>&1; then
-      record single "$framework" none "$json"
+      record single "$framework" none 1 "$json"
     else
       bench_log "single $framework failed (see $out/single.log)"
     fi
   done
 fi
 
-# run_job PART FRAMEWORK SCRIPT ARGS...: under mpirun across the nodes, one rank per node.
+# run_job PART FRAMEWORK ROUND SCRIPT ARGS...: under mpirun across the nodes, one rank per node.
 run_job() {
-  local part=$1 framework=$2 script=$3 json=$out/$1.$2.$rate.json
-  shift 3
+  local part=$1 framework=$2 round=$3 script=$4 json=$out/$1.$2.$rate.$3.json
+  shift 4
   local interpreter=$python env_flags=(-x "PYTHONPATH=$build_dir/python")
   case $framework in
     ringd) env_flags+=(-x RINGD_TRANSPORT=tcp "${ringd_env[@]}") ;;
     horovod) interpreter=$horovod_python; env_flags=() ;;
     ddp) env_flags+=(-x MASTER_ADDR=10.77.0.1 -x MASTER_PORT=29500 -x GLOO_SOCKET_IFNAME=eth0) ;;
   esac
-  bench_log "$part, $framework, $rate: $(basename "$script") $*"
+  bench_log "$part, $framework, $rate, round $round: $(basename "$script") $*"
   rm -f "$json"
   if timeout 1800 bench/cluster.sh exec 0 mpirun "${mpirun_common[@]}" "${env_flags[@]}" \
     --hostfile "$hostfile" -np "$nodes" --map-by node \
     "$interpreter" "$script" --framework "$framework" --json "$json" "$@" \
     </dev/null >>"$out/$part.log" 2>&1 && [[ -s $json ]]; then
-    record "$part" "$framework" "$rate" "$json"
+    record "$part" "$framework" "$rate" "$round" "$json"
   else
-    bench_log "$part $framework at $rate failed (see $out/$part.log)"
+    bench_log "$part $framework at $rate (round $round) failed (see $out/$part.log)"
   fi
 }
 
@@ -159,16 +167,20 @@ if wants synthetic || wants cnn; then
     hostfile=$out/hostfile
     write_hostfile "$hostfile" 1
     set_mpirun_common
-    for framework in "${framework_list[@]}"; do
-      if wants synthetic; then
-        run_job synthetic "$framework" examples/pytorch/synthetic_benchmark.py \
-          "${synthetic_flags[@]}"
-      fi
-      if wants cnn; then
-        run_job cnn "$framework" examples/pytorch/fashion_mnist.py --epochs "$cnn_epochs" \
+    if wants synthetic; then
+      for ((round = 1; round <= rounds; round++)); do
+        for framework in "${framework_list[@]}"; do
+          run_job synthetic "$framework" "$round" examples/pytorch/synthetic_benchmark.py \
+            "${synthetic_flags[@]}"
+        done
+      done
+    fi
+    if wants cnn; then
+      for framework in "${framework_list[@]}"; do
+        run_job cnn "$framework" 1 examples/pytorch/fashion_mnist.py --epochs "$cnn_epochs" \
           --threads 1
-      fi
-    done
+      done
+    fi
     bench/cluster.sh down "$nodes"
   done
   trap - EXIT INT TERM
