@@ -1,7 +1,8 @@
 """DistributedOptimizer on 4 ranks (processes started as torchrun would): each rank trains a small
 MLP on its quarter of every global batch and must end, to a relative difference of 1e-5, where one
 process training on the whole batch ends (SGD with momentum, Adam; backward_passes_per_step=2;
-gradient_predivide_factor; synchronize() + skip_synchronize() with clipping; fp16 to 1e-2); and
+gradient_predivide_factor; synchronize() + skip_synchronize() with clipping; fp16 to 1e-2); both
+ways a gradient reaches the engine (directly, or staged: non-contiguous, a Python compressor); and
 the broadcast helpers. One run of workers/optimizer_worker.py serves every test here."""
 
 import pytest
@@ -23,6 +24,7 @@ CHECKS = [
     "zero_grad_warns",
     "second_backward_raises",
     "unused_parameters",
+    "every_gradient_layout_and_path",
 ]
 
 

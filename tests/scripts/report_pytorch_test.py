@@ -31,7 +31,8 @@ def main():
     runs = [synthetic("ringd", "10gbit", 100.0, round_=3, interval=3.0),
             synthetic("ringd", "10gbit", 150.0, round_=1, interval=1.0),
             synthetic("ringd", "10gbit", 140.0, round_=2, interval=2.0),
-            synthetic("ddp", "10gbit", 120.0, round_=1), synthetic("ddp", "10gbit", 160.0, round_=2),
+            synthetic("ddp", "10gbit", 120.0, round_=1),
+            synthetic("ddp", "10gbit", 160.0, round_=2),
             synthetic("ddp", "10gbit", 110.0, round_=3),
             synthetic("horovod", "10gbit", 100.0),  # 140 / max(120, 100) = 1.17: NO
             synthetic("ringd", "1gbit", 60.0), synthetic("horovod", "1gbit", 30.0),  # 2.0: yes

@@ -30,7 +30,32 @@ import torch
 from ringd import _runtime
 from ringd._runtime import Average, Sum, check_op
 from ringd.torch import collectives, dgc
-from ringd.torch.compression import Compression, dgc_compressor
+from ringd.torch.compression import Compression, dgc_compressor, wire_and_python_compressor
+from ringd.torch.tensors import SUPPORTED_DTYPES, bump_version
+
+
+class _InPlace:
+    """A gradient's allreduce submitted straight to the engine (the common case: a contiguous CPU
+    gradient, no Python-side compressor, no predivide): what collectives.allreduce_async_ does,
+    without its staging and handle table, which cost more than the engine's submission for each
+    of a network's hundreds of tensors."""
+
+    __slots__ = ("core", "tensor")
+
+    def __init__(self, core, tensor):
+        self.core = core
+        self.tensor = tensor
+
+    def wait(self):
+        self.core.wait()  # releases the GIL; Ctrl-C interrupts; raises the RingdError
+        bump_version(self.tensor)
+
+
+def _wait(handle):
+    if isinstance(handle, _InPlace):
+        handle.wait()
+    else:
+        collectives.synchronize(handle)
 
 
 class _DistributedOptimizer:
@@ -52,6 +77,11 @@ class _DistributedOptimizer:
                 if "momentum" in group:
                     group["momentum"] = 0.0
         self._compression = compression
+        wire, python_compressor = wire_and_python_compressor(compression)
+        self._wire = wire
+        # DGC keeps collectives' path: it configures the engine on each submission (a new job).
+        self._direct = (python_compressor is None and wire != "dgc"
+                        and gradient_predivide_factor == 1.0)
         self._backward_passes_per_step = backward_passes_per_step
         self._op = op
         self._predivide = gradient_predivide_factor
@@ -114,6 +144,13 @@ class _DistributedOptimizer:
     def _submit(self, p):
         if p.grad is None:
             p.grad = torch.zeros_like(p)
+        grad = p.grad
+        if (self._direct and grad.device.type == "cpu" and grad.dtype in SUPPORTED_DTYPES
+                and grad.layout == torch.strided and grad.is_contiguous()):
+            bump_version(grad)  # at submission and at the end, as collectives' in-place staging
+            self._handles[p] = _InPlace(
+                _runtime.job().allreduce(self._names[p], grad.detach(), self._op, self._wire), grad)
+            return
         op, prescale, postscale = self._op, 1.0, 1.0
         if self._predivide != 1.0:
             op, prescale, postscale = Sum, 1.0 / self._predivide, self._predivide / _runtime.size()
@@ -140,7 +177,7 @@ class _DistributedOptimizer:
                 self._submit(p)
         try:
             for p, handle in list(self._handles.items()):
-                collectives.synchronize(handle)
+                _wait(handle)
                 del self._handles[p]
         except KeyboardInterrupt:
             raise
@@ -179,7 +216,7 @@ class _DistributedOptimizer:
                           "first, and discarding their result", stacklevel=2)
             handles, self._handles = self._handles, {}
             for handle in handles.values():
-                collectives.synchronize(handle)
+                _wait(handle)
             for p in self._requires_update:
                 self._delay[p] = self._backward_passes_per_step
         return self._ringd_base.zero_grad(self, set_to_none)

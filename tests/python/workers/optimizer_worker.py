@@ -171,6 +171,47 @@ def check_unused_parameters_get_zero_gradients(rank, size):
     optimizer.remove_hooks()
 
 
+class _ScaleBy2:
+    """A Python-side compressor (compress/decompress, no engine wire format), as a Horovod user
+    might write one: it doubles what travels and halves it back."""
+
+    @staticmethod
+    def compress(tensor):
+        return tensor * 2, None
+
+    @staticmethod
+    def decompress(tensor, context):
+        return tensor / 2
+
+
+def check_every_gradient_layout_and_path(rank, size):
+    """Contiguous gradients go to the engine directly, a transposed parameter's (non-contiguous)
+    gradient and a Python compressor's through the staged path: every one averaged in place, its
+    autograd version counter moved on by the allreduce."""
+    for tag, compression in (("direct", hvd.Compression.none), ("python", _ScaleBy2)):
+        plain = torch.nn.Parameter(torch.zeros(5, 3))
+        transposed = torch.nn.Parameter(torch.zeros(3, 4).t())
+        assert not transposed.is_contiguous()
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD([plain, transposed], lr=1.0),
+            named_parameters=[(f"layout.{tag}.plain", plain),
+                              (f"layout.{tag}.transposed", transposed)],
+            compression=compression)
+        ((rank + 1) * (plain.sum() + 2 * transposed.sum())).backward()
+        versions = {name: p.grad._version for name, p in (("plain", plain),
+                                                          ("transposed", transposed))}
+        optimizer.synchronize()
+        mean = sum(range(1, size + 1)) / size
+        for name, p, factor in (("plain", plain, 1.0), ("transposed", transposed, 2.0)):
+            assert torch.equal(p.grad, torch.full_like(p.grad, mean * factor)), (tag, name, p.grad)
+            assert p.grad._version > versions[name], (tag, name, "version not moved on")
+        assert not transposed.grad.is_contiguous() or tag == "python", "layout changed"
+        with optimizer.skip_synchronize():
+            optimizer.step()
+        assert torch.equal(plain.detach(), torch.full((5, 3), -mean)), (tag, plain)
+        optimizer.remove_hooks()
+
+
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -191,6 +232,7 @@ def main():
     checks.run("second_backward_raises", check_two_backward_passes_without_accumulation_raise,
                rank, size)
     checks.run("unused_parameters", check_unused_parameters_get_zero_gradients, rank, size)
+    checks.run("every_gradient_layout_and_path", check_every_gradient_layout_and_path, rank, size)
     checks.write()
     hvd.shutdown()
 
