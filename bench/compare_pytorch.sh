@@ -106,7 +106,8 @@ if uses horovod && { wants synthetic || wants cnn; }; then
   horovod_python=$(bench/horovod_env.sh)
 fi
 write_meta "$command_line" "nodes=$nodes" "rates=$rates" "profile=$profile" \
-  "compute_ms=$compute_ms" "iters=$iters" "rounds=$rounds" "cnn_epochs=$cnn_epochs" "frameworks=$frameworks" \
+  "compute_ms=$compute_ms" "iters=$iters" "rounds=$rounds" "cnn_epochs=$cnn_epochs" \
+  "frameworks=$frameworks" \
   "torch=$("$python" -c 'import torch; print(torch.__version__)')" \
   "horovod_torch=${horovod_python:+$("$horovod_python" -c 'import torch; print(torch.__version__)')}"
 
