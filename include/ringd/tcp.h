@@ -31,6 +31,9 @@ struct TcpOptions {
   std::string job_id;
   std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout
   size_t socket_buffer_bytes = 0;        // 0 = tunables().socket_buffer_bytes
+  // TCP congestion control of the pairs' sockets (e.g. "reno"; "system" = the kernel's default).
+  // Empty = tunables().tcp_congestion (RINGD_TCP_CONGESTION).
+  std::string tcp_congestion;
 };
 
 // Joins the store's job, claims rank `rank` in it (a rank claimed by another process is refused

@@ -63,6 +63,22 @@ double parse_non_negative(const char* name, const char* text, double high) {
   return value;
 }
 
+// A kernel congestion control's name (TCP_CA_NAME_MAX is 16 with the terminator) or "system".
+// Whether the kernel has it is known only when a socket asks (tcp::set_congestion_control).
+std::string parse_congestion(const char* text) {
+  const std::string value = text;
+  bool valid = !value.empty() && value.size() <= 15;
+  for (const char c : value) {
+    valid = valid && (std::islower(static_cast<unsigned char>(c)) ||
+                      std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+  }
+  RINGD_CHECK_ARG(valid, "RINGD_TCP_CONGESTION="
+                             << text
+                             << " is not a congestion control name (1-15 of a-z 0-9 _ -, e.g. "
+                                "reno, cubic, bbr) or system");
+  return value;
+}
+
 // The fusion engine's variables (include/ringd/engine.h).
 void load_fusion(Tunables& t) {
   if (const char* v = env("RINGD_CYCLE_TIME_MS")) {
@@ -126,6 +142,7 @@ Tunables load_tunables() {
   if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
     t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
   }
+  if (const char* v = env("RINGD_TCP_CONGESTION")) t.tcp_congestion = parse_congestion(v);
   if (const char* v = env("RINGD_SPIN_US"))
     t.spin_us = parse_small_int("RINGD_SPIN_US", v, 0, 10000);
   if (const char* v = env("RINGD_IFACE")) t.interface = v;
@@ -272,6 +289,15 @@ const std::vector<TunableInfo>& tunable_table() {
        "local steps of one chunk overlapping the step across nodes of the next; 0 = no pipeline"},
       {"RINGD_SOCKET_BUFFER_BYTES", "0",
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
+      {"RINGD_TCP_CONGESTION", "reno",
+       "TCP congestion control of the job's data connections (tcp pairs, parameter-server "
+       "links): a name the kernel offers (/proc/sys/net/ipv4/tcp_available_congestion_control; "
+       "one outside tcp_allowed_congestion_control needs CAP_NET_ADMIN), or system = the "
+       "kernel's default. reno because a collective's bursts are what the job's links carry: "
+       "bbr paces every burst with kernel timers and cubic's slow start ends early on the "
+       "queueing the burst itself causes, each leaving a 1-4 MB allreduce 1.4-1.5x slower at "
+       "10 Gbit/s (docs/performance.md, \"Congestion control\"). A name the kernel refuses "
+       "fails the job at connection set-up, naming what it offers"},
       {"RINGD_SPIN_US", "200",
        "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
        "the socket without blocking, yielding the CPU between polls, for up to this many "

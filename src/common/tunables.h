@@ -21,6 +21,7 @@ struct Tunables {
   bool tune_allreduce = true;
   size_t hierarchy_chunk_bytes = 4 << 20;  // RINGD_HIERARCHY_CHUNK_BYTES (0 = no pipeline)
   size_t socket_buffer_bytes = 0;          // RINGD_SOCKET_BUFFER_BYTES (0 = kernel autotuning)
+  std::string tcp_congestion = "reno";     // RINGD_TCP_CONGESTION ("system" = the kernel's)
   // RINGD_SPIN_US: tcp small receives and CUDA event waits poll (yielding) this long before
   // sleeping
   int spin_us = 200;

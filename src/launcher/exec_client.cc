@@ -39,7 +39,7 @@ tcp::Fd connect_agent(const std::string& host, uint16_t port, const std::string&
   }
   const tcp::Deadline deadline = after(timeout);
   int error = 0;
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{host, port}, 0, deadline, &error);
+  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{host, port}, {}, deadline, &error);
   if (!fd.valid()) {
     if (error == ETIMEDOUT) RINGD_THROW(kTimeout, "connecting to " << peer << ": timed out");
     RINGD_THROW(kIo, "connecting to " << peer << ": " << tcp::errno_text(error)

@@ -99,7 +99,7 @@ ExecServer::ExecServer(ExecServerOptions options, job::EnvLookup env)
   }
   // A caller that vanishes while we write to it must not kill the agent.
   ::signal(SIGPIPE, SIG_IGN);
-  listener_ = tcp::listen_on(options_.bind_host, options_.port, 0);
+  listener_ = tcp::listen_on(options_.bind_host, options_.port, {});
   port_ = tcp::local_port(listener_.get());
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) RINGD_THROW(kIo, "pipe2: " << std::strerror(errno));

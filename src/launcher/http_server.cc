@@ -70,7 +70,7 @@ std::string parse_get_path(const std::string& request) {
 
 HttpServer::HttpServer(const std::string& bind_host, uint16_t port, Handler handler)
     : handler_(std::move(handler)) {
-  listener_ = tcp::listen_on(bind_host, port, 0);
+  listener_ = tcp::listen_on(bind_host, port, {});
   port_ = tcp::local_port(listener_.get());
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) RINGD_THROW(kIo, "pipe2: " << std::strerror(errno));

@@ -283,7 +283,7 @@ void ParameterServer::Impl::start_connection(tcp::Fd socket, const tcp::HelloInf
 }
 
 ParameterServer::ParameterServer(const ServerOptions& options) {
-  tcp::Fd listener = tcp::listen_on(options.host, options.port, tunables().socket_buffer_bytes);
+  tcp::Fd listener = tcp::listen_on(options.host, options.port, tcp::data_socket_tuning());
   const uint16_t port = tcp::local_port(listener.get());
   std::string host = options.advertise_host;
   if (host.empty()) {

@@ -35,8 +35,8 @@ ServerLink::ServerLink(int server_index, const std::string& address, const std::
   int attempts = 0;
   tcp::Fd socket;
   try {
-    socket = tcp::dial_with_retry(endpoint, 0, secret, hello, -1, self, name_,
-                                  tcp::Clock::now() + timeout, &last_error, &attempts);
+    socket = tcp::dial_with_retry(endpoint, tcp::data_socket_tuning(), secret, hello, -1, self,
+                                  name_, tcp::Clock::now() + timeout, &last_error, &attempts);
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kIo) throw;  // handshake errors name the server already
     // What connecting throws at once (a host that does not resolve) is the address's fault.

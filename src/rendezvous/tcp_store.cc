@@ -39,7 +39,7 @@ void TcpStore::Impl::connect(tcp::Deadline deadline) {
   hello.kind = tcp::PeerKind::kStoreClient;
   std::string last_error;
   int attempts = 0;
-  socket = tcp::dial_with_retry(endpoint, 0, secret, hello, -1, "TCP store client", name, deadline,
+  socket = tcp::dial_with_retry(endpoint, {}, secret, hello, -1, "TCP store client", name, deadline,
                                 &last_error, &attempts);
   if (!socket.valid()) {
     RINGD_THROW(kTimeout, "rendezvous: could not reach " << name << " within " << timeout.count()

@@ -299,7 +299,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std
                                size_t max_held_bytes)
     : impl_(std::make_unique<Impl>()) {
   impl_->max_held_bytes = max_held_bytes;
-  tcp::Fd listener = tcp::listen_on(host, port, 0);
+  tcp::Fd listener = tcp::listen_on(host, port, {});
   impl_->port = tcp::local_port(listener.get());
   impl_->name = "TCP store server " + host + ":" + std::to_string(impl_->port);
   Impl& server = *impl_;

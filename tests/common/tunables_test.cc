@@ -82,9 +82,9 @@ TEST(ParseSeconds, IsBoundedSoThatEveryDeadlineFits) {
 // RINGD_CLUSTER_DOMAIN, RINGD_TRANSPORT, RINGD_RENDEZVOUS_PORT: their bad values are
 // tests/job/topology_test.cc's and pod_identity_test.cc's).
 const std::set<std::string> kTextVariables = {
-    "RINGD_IFACE",        "RINGD_JOB_SECRET",     "RINGD_IB_DEVICE", "RINGD_TIMELINE",
-    "RINGD_METRICS_FILE", "RINGD_REPLICAS",       "RINGD_SERVICE",   "RINGD_CLUSTER_DOMAIN",
-    "RINGD_TRANSPORT",    "RINGD_RENDEZVOUS_PORT"};
+    "RINGD_IFACE",        "RINGD_JOB_SECRET",      "RINGD_IB_DEVICE",     "RINGD_TIMELINE",
+    "RINGD_METRICS_FILE", "RINGD_REPLICAS",        "RINGD_SERVICE",       "RINGD_CLUSTER_DOMAIN",
+    "RINGD_TRANSPORT",    "RINGD_RENDEZVOUS_PORT", "RINGD_TCP_CONGESTION"};
 
 // Sets one variable for the life of the object.
 class ScopedVariable {
@@ -129,6 +129,20 @@ TEST(LoadTunables, TheLongestDurationsAreAccepted) {
   EXPECT_EQ(t.timeout, std::chrono::seconds(1000000));
   EXPECT_EQ(t.stall_warning_s, 1e6);
   EXPECT_EQ(t.stall_shutdown_s, 1e6);
+}
+
+// A congestion control's name is checked for its form here (the kernel says whether it has it,
+// tests/transport/tcp_congestion_test.cc); "system" keeps the kernel's default.
+TEST(LoadTunables, TcpCongestionIsANameOrSystem) {
+  EXPECT_EQ(load_tunables().tcp_congestion, "reno");
+  for (const std::string text : {"system", "cubic", "bbr", "dctcp", "scalable", "h-tcp_2"}) {
+    ScopedVariable variable("RINGD_TCP_CONGESTION", text);
+    EXPECT_EQ(load_tunables().tcp_congestion, text);
+  }
+  for (const std::string text : {"Reno", "reno cubic", "../bbr", "sixteen_letters_"}) {
+    ScopedVariable variable("RINGD_TCP_CONGESTION", text);
+    expect_invalid([] { load_tunables(); }, "RINGD_TCP_CONGESTION", text);
+  }
 }
 
 TEST(TunableTable, EveryEntryIsDocumented) {

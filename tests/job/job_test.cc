@@ -22,7 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 
 uint16_t free_port() {
-  tcp::Fd probe = tcp::listen_on("127.0.0.1", 0, 0);
+  tcp::Fd probe = tcp::listen_on("127.0.0.1", 0, {});
   return tcp::local_port(probe.get());
 }
 

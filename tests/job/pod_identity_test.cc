@@ -298,7 +298,7 @@ TEST(AgentIdentity, AMalformedExplicitPodNameIsAnError) {
 std::string http_get(uint16_t port, const std::string& path) {
   int error = 0;
   const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0, deadline, &error);
+  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, deadline, &error);
   const std::string request = "GET " + path + " HTTP/1.1\r\n\r\n";
   tcp::send_all(fd.get(), request.data(), request.size(), deadline, &error);
   std::string reply;

@@ -184,7 +184,7 @@ RawClient start_raw(const ExecServer& server, const std::string& line) {
   RawClient client;
   int error = 0;
   const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
-  client.fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, 0, deadline, &error);
+  client.fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, {}, deadline, &error);
   EXPECT_TRUE(client.fd.valid());
   const exec::SessionKeys keys =
       exec::client_handshake(client.fd.get(), kSecret, "agent", deadline);
@@ -328,7 +328,7 @@ using ::ringd::testing::thread_count;
 
 tcp::Fd silent_connection(const ExecServer& server) {
   int error = 0;
-  return tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, 0,
+  return tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, {},
                          tcp::Clock::now() + std::chrono::seconds(5), &error);
 }
 

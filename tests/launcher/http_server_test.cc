@@ -24,7 +24,7 @@ namespace {
 std::string get(uint16_t port, const std::string& request) {
   int error = 0;
   const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0, deadline, &error);
+  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, deadline, &error);
   EXPECT_TRUE(fd.valid());
   tcp::send_all(fd.get(), request.data(), request.size(), deadline, &error);
   std::string reply;
@@ -67,7 +67,7 @@ TEST(HttpServer, AnswersProbesAndRefusesOtherMethods) {
 // Connects without sending anything (an idle client); invalid when the connect failed.
 tcp::Fd connect_idle(uint16_t port) {
   int error = 0;
-  return tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0,
+  return tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {},
                          tcp::Clock::now() + std::chrono::seconds(5), &error);
 }
 

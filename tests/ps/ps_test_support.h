@@ -146,7 +146,7 @@ inline tcp::Fd raw_client(const std::string& address, const std::string& secret)
   std::string last_error;
   int attempts = 0;
   tcp::Fd socket = tcp::dial_with_retry(
-      tcp::parse_endpoint(address, "test"), 0, secret, hello, -1, "test client", address,
+      tcp::parse_endpoint(address, "test"), {}, secret, hello, -1, "test client", address,
       tcp::Clock::now() + std::chrono::seconds(10), &last_error, &attempts);
   EXPECT_TRUE(socket.valid()) << last_error;
   return socket;

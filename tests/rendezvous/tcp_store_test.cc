@@ -38,7 +38,7 @@ using testing::SilentFlood;
 tcp::Fd raw_connection(uint16_t port) {
   int error = 0;
   tcp::Fd socket =
-      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0, in(milliseconds(5000)), &error);
+      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, in(milliseconds(5000)), &error);
   EXPECT_TRUE(socket.valid()) << tcp::errno_text(error);
   return socket;
 }
@@ -46,7 +46,7 @@ tcp::Fd raw_connection(uint16_t port) {
 TEST(TcpStore, ClientRetriesUntilTheServerStarts) {
   uint16_t port;
   {
-    tcp::Fd probe = tcp::listen_on("127.0.0.1", 0, 0);
+    tcp::Fd probe = tcp::listen_on("127.0.0.1", 0, {});
     port = tcp::local_port(probe.get());
   }  // free again: the client's first attempts are refused
   std::promise<void> client_started;

@@ -28,7 +28,7 @@ tcp::Fd connect_to_rank(Store& store, int rank) {
   const tcp::Endpoint endpoint = tcp::parse_endpoint(
       to_string(store.get("tcp/" + std::to_string(rank), milliseconds(10000))), "test");
   int error = 0;
-  tcp::Fd socket = tcp::connect_to(endpoint, 0, in(milliseconds(5000)), &error);
+  tcp::Fd socket = tcp::connect_to(endpoint, {}, in(milliseconds(5000)), &error);
   EXPECT_TRUE(socket.valid()) << tcp::errno_text(error);
   return socket;
 }
@@ -156,7 +156,7 @@ TEST(TcpIntruder, SilentConnectionDoesNotBlockTheMeshAndTimesOut) {
 }
 
 TEST(TcpIntruder, DialerReportsAForeignProtocolVersion) {
-  tcp::Fd listener = tcp::listen_on("127.0.0.1", 0, 0);
+  tcp::Fd listener = tcp::listen_on("127.0.0.1", 0, {});
   const uint16_t port = tcp::local_port(listener.get());
   std::thread fake_acceptor([&] {
     pollfd entry{listener.get(), POLLIN, 0};
@@ -170,7 +170,7 @@ TEST(TcpIntruder, DialerReportsAForeignProtocolVersion) {
   });
   int error = 0;
   tcp::Fd socket =
-      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, 0, in(milliseconds(5000)), &error);
+      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, in(milliseconds(5000)), &error);
   ASSERT_TRUE(socket.valid());
   tcp::HelloInfo hello;
   hello.rank = 1;

@@ -94,7 +94,7 @@ TEST(TcpJobIdentity, AHelloOfAnotherJobIsRefused) {
   const std::string address = to_string(store.get("tcp/0", milliseconds(1000)));
   int error = 0;
   tcp::Fd socket =
-      tcp::connect_to(tcp::parse_endpoint(address, "test"), 0, in(milliseconds(5000)), &error);
+      tcp::connect_to(tcp::parse_endpoint(address, "test"), {}, in(milliseconds(5000)), &error);
   ASSERT_TRUE(socket.valid());
   tcp::HelloInfo hello;
   hello.rank = 1;

@@ -106,7 +106,7 @@ class SilentFlood {
  private:
   tcp::Fd dial() {
     int error = 0;
-    return tcp::connect_to(endpoint_, 0, in(std::chrono::milliseconds(2000)), &error);
+    return tcp::connect_to(endpoint_, {}, in(std::chrono::milliseconds(2000)), &error);
   }
   void run() {
     while (!stop_) {

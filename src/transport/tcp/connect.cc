@@ -32,8 +32,10 @@ tcp::ResolvedTcpOptions resolve(const TcpOptions& options, int size) {
   resolved.secret = size > 1 ? tcp::resolve_secret(options.secret) : options.secret;
   resolved.job_id = options.job_id;
   resolved.timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
-  resolved.socket_buffer_bytes = options.socket_buffer_bytes > 0 ? options.socket_buffer_bytes
+  resolved.socket.buffer_bytes = options.socket_buffer_bytes > 0 ? options.socket_buffer_bytes
                                                                  : tunables().socket_buffer_bytes;
+  resolved.socket.congestion = tcp::congestion_setting(
+      options.tcp_congestion.empty() ? tunables().tcp_congestion : options.tcp_congestion);
   return resolved;
 }
 
@@ -58,9 +60,8 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
   hello.address = own_address;
   std::string last_error;
   int attempts = 0;
-  tcp::Fd socket =
-      tcp::dial_with_retry(endpoint, options.socket_buffer_bytes, options.secret, hello, peer, self,
-                           peer_name, deadline, &last_error, &attempts);
+  tcp::Fd socket = tcp::dial_with_retry(endpoint, options.socket, options.secret, hello, peer, self,
+                                        peer_name, deadline, &last_error, &attempts);
   if (!socket.valid()) {
     RINGD_THROW(kTimeout, self << ": could not connect to " << peer_name << " within "
                                << options.timeout.count() << " ms (" << attempts
@@ -88,7 +89,7 @@ void send_conflict_notices(Store& store, const tcp::ResolvedTcpOptions& options,
       const std::string self = "rank " + std::to_string(rank) + " (refused)";
       int error = 0;
       tcp::Fd socket = tcp::connect_to(tcp::parse_endpoint(address, store_key(peer)),
-                                       options.socket_buffer_bytes, deadline, &error);
+                                       options.socket, deadline, &error);
       if (!socket.valid()) continue;
       hello.target_rank = peer;
       tcp::dial_handshake(socket.get(), options.secret, hello, peer, self,

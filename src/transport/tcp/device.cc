@@ -17,7 +17,7 @@ TcpDevice::TcpDevice(int rank, int size, const ResolvedTcpOptions& options)
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank) channels_[peer] = std::make_shared<PairChannel>(rank, peer, loop_);
   }
-  Fd listener = listen_on(options.bind_host, options.port, options.socket_buffer_bytes);
+  Fd listener = listen_on(options.bind_host, options.port, options.socket);
   listen_address_ = options.advertise_host + ":" + std::to_string(local_port(listener.get()));
   Acceptor::Callbacks callbacks;
   callbacks.admit = [this](const HelloInfo& hello) { return admit(hello); };

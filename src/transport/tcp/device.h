@@ -28,7 +28,7 @@ struct ResolvedTcpOptions {
   std::string secret;
   std::string job_id;  // the job this rank joined (rendezvous/job_membership.h)
   std::chrono::milliseconds timeout{0};
-  size_t socket_buffer_bytes = 0;
+  SocketTuning socket;  // buffer sizes and congestion control of every pair's socket
 };
 
 class TcpDevice {

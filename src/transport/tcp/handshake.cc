@@ -149,14 +149,14 @@ void dial_handshake(int fd, const std::string& secret, const HelloInfo& hello,
   receive_message(dial, HandshakeType::kResult, "waiting for the result");
 }
 
-Fd dial_with_retry(const Endpoint& endpoint, size_t buffer_bytes, const std::string& secret,
+Fd dial_with_retry(const Endpoint& endpoint, const SocketTuning& tuning, const std::string& secret,
                    const HelloInfo& hello, int expected_acceptor_rank, const std::string& self,
                    const std::string& peer, Deadline deadline, std::string* last_error,
                    int* attempts) {
   auto backoff = std::chrono::milliseconds(10);
   for (*attempts = 1;; ++*attempts) {
     int error = 0;
-    Fd socket = connect_to(endpoint, buffer_bytes, deadline, &error);
+    Fd socket = connect_to(endpoint, tuning, deadline, &error);
     if (socket.valid()) {
       try {
         dial_handshake(socket.get(), secret, hello, expected_acceptor_rank, self, peer, deadline);

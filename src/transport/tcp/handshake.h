@@ -110,7 +110,7 @@ void dial_handshake(int fd, const std::string& secret, const HelloInfo& hello,
 // (kPeerLost) with exponential back-off (10 ms .. 1 s) until `deadline`; other handshake errors are
 // final and thrown. Returns an invalid Fd when the deadline passed, with the last error in
 // `last_error` and the number of attempts in `attempts`, so the caller can word the timeout.
-Fd dial_with_retry(const Endpoint& endpoint, size_t buffer_bytes, const std::string& secret,
+Fd dial_with_retry(const Endpoint& endpoint, const SocketTuning& tuning, const std::string& secret,
                    const HelloInfo& hello, int expected_acceptor_rank, const std::string& self,
                    const std::string& peer, Deadline deadline, std::string* last_error,
                    int* attempts);

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <vector>
 
+#include "common/tunables.h"
 #include "ringd/error.h"
 
 namespace ringd::tcp {
@@ -136,7 +138,45 @@ void set_buffer_sizes(int fd, size_t bytes) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, sizeof(value));
 }
 
-Fd listen_on(const std::string& host, uint16_t port, size_t buffer_bytes) {
+SocketTuning data_socket_tuning() {
+  return SocketTuning{tunables().socket_buffer_bytes,
+                      congestion_setting(tunables().tcp_congestion)};
+}
+
+std::string congestion_setting(const std::string& value) {
+  return value == "system" ? std::string() : value;
+}
+
+namespace {
+
+std::string proc_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line) || line.empty())
+    return "(unknown: cannot read " + std::string(path) + ")";
+  return line;
+}
+
+}  // namespace
+
+void set_congestion_control(int fd, const std::string& name) {
+  if (name.empty()) return;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                   static_cast<socklen_t>(name.size())) == 0) {
+    return;
+  }
+  const int error = errno;
+  RINGD_THROW(kInvalidArgument,
+              "RINGD_TCP_CONGESTION: the kernel refuses TCP congestion control '"
+                  << name << "' (" << errno_text(error) << "); available: "
+                  << proc_line("/proc/sys/net/ipv4/tcp_available_congestion_control")
+                  << "; allowed without CAP_NET_ADMIN: "
+                  << proc_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+                  << " — choose one of those, or RINGD_TCP_CONGESTION=system for the kernel's "
+                     "default");
+}
+
+Fd listen_on(const std::string& host, uint16_t port, const SocketTuning& tuning) {
   const std::string where = host + ":" + std::to_string(port);
   const sockaddr_in address = make_sockaddr(host, port, "listen");
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -144,7 +184,9 @@ Fd listen_on(const std::string& host, uint16_t port, size_t buffer_bytes) {
     RINGD_THROW(kIo, "socket() for listening on " << where << ": " << errno_text(errno));
   const int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  set_buffer_sizes(fd.get(), buffer_bytes);  // before listen(), so accepted sockets inherit it
+  // Before listen(), so that accepted sockets inherit both.
+  set_buffer_sizes(fd.get(), tuning.buffer_bytes);
+  set_congestion_control(fd.get(), tuning.congestion);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     RINGD_THROW(kIo, "cannot listen on " << where << ": bind: " << errno_text(errno)
                                          << " (is the port in use? use port 0 for any free port)");
@@ -172,13 +214,14 @@ std::string remote_address(int fd) {
   return format_ipv4(address.sin_addr) + ":" + std::to_string(ntohs(address.sin_port));
 }
 
-Fd connect_to(const Endpoint& endpoint, size_t buffer_bytes, Deadline deadline, int* error) {
+Fd connect_to(const Endpoint& endpoint, const SocketTuning& tuning, Deadline deadline, int* error) {
   const sockaddr_in address = make_sockaddr(endpoint.host, endpoint.port, "connect");
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid())
     RINGD_THROW(kIo,
                 "socket() for connecting to " << endpoint.to_string() << ": " << errno_text(errno));
-  set_buffer_sizes(fd.get(), buffer_bytes);
+  set_buffer_sizes(fd.get(), tuning.buffer_bytes);
+  set_congestion_control(fd.get(), tuning.congestion);
   *error = 0;
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     if (errno != EINPROGRESS) {

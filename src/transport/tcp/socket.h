@@ -54,16 +54,33 @@ void set_nodelay(int fd);
 // SO_SNDBUF and SO_RCVBUF; 0 leaves kernel autotuning on.
 void set_buffer_sizes(int fd, size_t bytes);
 
+// How a socket is set up before listen() or connect(); accepted sockets inherit it from their
+// listener.
+struct SocketTuning {
+  size_t buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
+  std::string congestion;   // TCP_CONGESTION (e.g. "reno"); empty = the kernel's default
+};
+// The job's data connections (collective pairs, parameter-server links):
+// RINGD_SOCKET_BUFFER_BYTES and RINGD_TCP_CONGESTION ("system" = empty).
+SocketTuning data_socket_tuning();
+// RINGD_TCP_CONGESTION's value as SocketTuning::congestion: "system" -> "" (the kernel's default).
+std::string congestion_setting(const std::string& value);
+// TCP_CONGESTION; nothing for an empty name. Throws ringd::Error(kInvalidArgument) naming the
+// algorithm, what the kernel offers (/proc/sys/net/ipv4/tcp_available_congestion_control) and
+// RINGD_TCP_CONGESTION when the kernel refuses it (not built or loaded; not allowed for an
+// unprivileged process).
+void set_congestion_control(int fd, const std::string& name);
+
 // A non-blocking listening socket with SO_REUSEADDR on host:port (port 0 = any free port).
 // Throws ringd::Error(kIo) naming the address.
-Fd listen_on(const std::string& host, uint16_t port, size_t buffer_bytes);
+Fd listen_on(const std::string& host, uint16_t port, const SocketTuning& tuning);
 uint16_t local_port(int fd);
 // "a.b.c.d:port" of the connected peer, or "unknown peer".
 std::string remote_address(int fd);
 
 // Connects a new non-blocking socket to `endpoint`, waiting until `deadline`. Returns an invalid
 // Fd and sets *error (errno, ETIMEDOUT at the deadline) when the attempt failed.
-Fd connect_to(const Endpoint& endpoint, size_t buffer_bytes, Deadline deadline, int* error);
+Fd connect_to(const Endpoint& endpoint, const SocketTuning& tuning, Deadline deadline, int* error);
 
 // Blocking-style I/O on a non-blocking socket: waits in poll() until done or `deadline`.
 enum class IoStatus { kOk, kClosed, kTimeout, kError };
