@@ -32,7 +32,8 @@ struct TcpOptions {
   std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout
   size_t socket_buffer_bytes = 0;        // 0 = tunables().socket_buffer_bytes
   // TCP congestion control of the pairs' sockets (e.g. "reno"; "system" = the kernel's default).
-  // Empty = tunables().tcp_congestion (RINGD_TCP_CONGESTION).
+  // Empty = tunables().tcp_congestion (RINGD_TCP_CONGESTION). One the kernel refuses fails
+  // tcp_connect with kInvalidArgument (ringd's unset default, reno, only warns).
   std::string tcp_congestion;
 };
 

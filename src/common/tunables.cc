@@ -142,7 +142,10 @@ Tunables load_tunables() {
   if (const char* v = env("RINGD_SOCKET_BUFFER_BYTES")) {
     t.socket_buffer_bytes = parse_bytes("RINGD_SOCKET_BUFFER_BYTES", v);
   }
-  if (const char* v = env("RINGD_TCP_CONGESTION")) t.tcp_congestion = parse_congestion(v);
+  if (const char* v = env("RINGD_TCP_CONGESTION")) {
+    t.tcp_congestion = parse_congestion(v);
+    t.tcp_congestion_chosen = true;
+  }
   if (const char* v = env("RINGD_SPIN_US"))
     t.spin_us = parse_small_int("RINGD_SPIN_US", v, 0, 10000);
   if (const char* v = env("RINGD_IFACE")) t.interface = v;
@@ -295,9 +298,10 @@ const std::vector<TunableInfo>& tunable_table() {
        "one outside tcp_allowed_congestion_control needs CAP_NET_ADMIN), or system = the "
        "kernel's default. reno because a collective's bursts are what the job's links carry: "
        "bbr paces every burst with kernel timers and cubic's slow start ends early on the "
-       "queueing the burst itself causes, each leaving a 1-4 MB allreduce 1.4-1.5x slower at "
-       "10 Gbit/s (docs/performance.md, \"Congestion control\"). A name the kernel refuses "
-       "fails the job at connection set-up, naming what it offers"},
+       "queueing the burst itself causes, leaving 1-4 MB allreduces 1.4-1.7x slower at "
+       "10 Gbit/s (docs/performance.md, \"Congestion control\"). A name set here that the kernel "
+       "refuses fails the job at connection set-up, naming what it offers; unset, a kernel that "
+       "refuses reno draws one warning and keeps its own"},
       {"RINGD_SPIN_US", "200",
        "tcp: before sleeping on a receive of up to 4 MiB (one its waiting thread reads), poll "
        "the socket without blocking, yielding the CPU between polls, for up to this many "

@@ -22,6 +22,7 @@ struct Tunables {
   size_t hierarchy_chunk_bytes = 4 << 20;  // RINGD_HIERARCHY_CHUNK_BYTES (0 = no pipeline)
   size_t socket_buffer_bytes = 0;          // RINGD_SOCKET_BUFFER_BYTES (0 = kernel autotuning)
   std::string tcp_congestion = "reno";     // RINGD_TCP_CONGESTION ("system" = the kernel's)
+  bool tcp_congestion_chosen = false;      // RINGD_TCP_CONGESTION is set: a refusal is an error
   // RINGD_SPIN_US: tcp small receives and CUDA event waits poll (yielding) this long before
   // sleeping
   int spin_us = 200;

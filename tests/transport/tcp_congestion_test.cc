@@ -1,7 +1,8 @@
 // RINGD_TCP_CONGESTION / TcpOptions::tcp_congestion: a tcp job's pair sockets use the chosen
 // congestion control on both ends (the dialer sets it, the acceptor inherits it from its
 // listener), "system" leaves the kernel's default, and a name the kernel refuses fails the job's
-// set-up with an error that names it and what the kernel offers.
+// set-up with an error that names it and what the kernel offers, while ringd's own default only
+// warns where the kernel lacks it.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -133,6 +134,21 @@ TEST(TcpCongestion, AnAlgorithmTheKernelRefusesIsNamedWithWhatItOffers) {
               std::string::npos)
         << what;
   }
+}
+
+// ringd's default where a kernel or sandbox lacks it: the socket keeps the kernel's default and
+// the job goes on (one warning per process), unlike a name someone chose (above).
+TEST(TcpCongestion, ADefaultTheKernelRefusesLeavesItsOwn) {
+  const tcp::Fd listener = tcp::listen_on("127.0.0.1", 0, {0, "nosuchcc", false});
+  ASSERT_TRUE(listener.valid());
+  EXPECT_EQ(congestion_of(listener.get()), kernel_default());
+  int error = 0;
+  const tcp::Fd socket =
+      tcp::connect_to({"127.0.0.1", tcp::local_port(listener.get())}, {0, "nosuchcc", false},
+                      testing::in(std::chrono::milliseconds(5000)), &error);
+  ASSERT_TRUE(socket.valid()) << tcp::errno_text(error);
+  EXPECT_EQ(congestion_of(socket.get()), kernel_default());
+  EXPECT_THROW(tcp::listen_on("127.0.0.1", 0, {0, "nosuchcc", true}), Error);
 }
 
 }  // namespace

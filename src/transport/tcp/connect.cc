@@ -34,8 +34,12 @@ tcp::ResolvedTcpOptions resolve(const TcpOptions& options, int size) {
   resolved.timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
   resolved.socket.buffer_bytes = options.socket_buffer_bytes > 0 ? options.socket_buffer_bytes
                                                                  : tunables().socket_buffer_bytes;
-  resolved.socket.congestion = tcp::congestion_setting(
-      options.tcp_congestion.empty() ? tunables().tcp_congestion : options.tcp_congestion);
+  if (options.tcp_congestion.empty()) {
+    resolved.socket.congestion = tcp::congestion_setting(tunables().tcp_congestion);
+    resolved.socket.congestion_required = tunables().tcp_congestion_chosen;
+  } else {
+    resolved.socket.congestion = tcp::congestion_setting(options.tcp_congestion);
+  }
   return resolved;
 }
 

@@ -14,8 +14,10 @@
 
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/tunables.h"
 #include "ringd/error.h"
 
@@ -139,8 +141,8 @@ void set_buffer_sizes(int fd, size_t bytes) {
 }
 
 SocketTuning data_socket_tuning() {
-  return SocketTuning{tunables().socket_buffer_bytes,
-                      congestion_setting(tunables().tcp_congestion)};
+  return SocketTuning{tunables().socket_buffer_bytes, congestion_setting(tunables().tcp_congestion),
+                      tunables().tcp_congestion_chosen};
 }
 
 std::string congestion_setting(const std::string& value) {
@@ -159,21 +161,31 @@ std::string proc_line(const char* path) {
 
 }  // namespace
 
-void set_congestion_control(int fd, const std::string& name) {
+void set_congestion_control(int fd, const std::string& name, bool required) {
   if (name.empty()) return;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
                    static_cast<socklen_t>(name.size())) == 0) {
     return;
   }
   const int error = errno;
-  RINGD_THROW(kInvalidArgument,
-              "RINGD_TCP_CONGESTION: the kernel refuses TCP congestion control '"
-                  << name << "' (" << errno_text(error) << "); available: "
-                  << proc_line("/proc/sys/net/ipv4/tcp_available_congestion_control")
-                  << "; allowed without CAP_NET_ADMIN: "
-                  << proc_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-                  << " — choose one of those, or RINGD_TCP_CONGESTION=system for the kernel's "
-                     "default");
+  const std::string offered =
+      "available: " + proc_line("/proc/sys/net/ipv4/tcp_available_congestion_control") +
+      "; allowed without CAP_NET_ADMIN: " +
+      proc_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  if (required) {
+    RINGD_THROW(kInvalidArgument,
+                "RINGD_TCP_CONGESTION: the kernel refuses TCP congestion control '"
+                    << name << "' (" << errno_text(error) << "); " << offered
+                    << " — choose one of those, or RINGD_TCP_CONGESTION=system "
+                       "for the kernel's default");
+  }
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    RINGD_LOG(kWarn) << "tcp: the kernel refuses ringd's default congestion control '" << name
+                     << "' (" << errno_text(error) << "; " << offered
+                     << "): the job's connections keep the kernel's default; "
+                        "RINGD_TCP_CONGESTION=system says so without this warning";
+  });
 }
 
 Fd listen_on(const std::string& host, uint16_t port, const SocketTuning& tuning) {
@@ -186,7 +198,7 @@ Fd listen_on(const std::string& host, uint16_t port, const SocketTuning& tuning)
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   // Before listen(), so that accepted sockets inherit both.
   set_buffer_sizes(fd.get(), tuning.buffer_bytes);
-  set_congestion_control(fd.get(), tuning.congestion);
+  set_congestion_control(fd.get(), tuning.congestion, tuning.congestion_required);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     RINGD_THROW(kIo, "cannot listen on " << where << ": bind: " << errno_text(errno)
                                          << " (is the port in use? use port 0 for any free port)");
@@ -221,7 +233,7 @@ Fd connect_to(const Endpoint& endpoint, const SocketTuning& tuning, Deadline dea
     RINGD_THROW(kIo,
                 "socket() for connecting to " << endpoint.to_string() << ": " << errno_text(errno));
   set_buffer_sizes(fd.get(), tuning.buffer_bytes);
-  set_congestion_control(fd.get(), tuning.congestion);
+  set_congestion_control(fd.get(), tuning.congestion, tuning.congestion_required);
   *error = 0;
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     if (errno != EINPROGRESS) {

@@ -59,17 +59,21 @@ void set_buffer_sizes(int fd, size_t bytes);
 struct SocketTuning {
   size_t buffer_bytes = 0;  // SO_SNDBUF/SO_RCVBUF; 0 = kernel autotuning
   std::string congestion;   // TCP_CONGESTION (e.g. "reno"); empty = the kernel's default
+  // Whether the kernel refusing `congestion` is an error (someone chose it) or one warning per
+  // process (ringd's default, on a kernel or sandbox without it).
+  bool congestion_required = true;
 };
 // The job's data connections (collective pairs, parameter-server links):
-// RINGD_SOCKET_BUFFER_BYTES and RINGD_TCP_CONGESTION ("system" = empty).
+// RINGD_SOCKET_BUFFER_BYTES and RINGD_TCP_CONGESTION ("system" = empty; required when set).
 SocketTuning data_socket_tuning();
 // RINGD_TCP_CONGESTION's value as SocketTuning::congestion: "system" -> "" (the kernel's default).
 std::string congestion_setting(const std::string& value);
-// TCP_CONGESTION; nothing for an empty name. Throws ringd::Error(kInvalidArgument) naming the
+// TCP_CONGESTION; nothing for an empty name. When the kernel refuses it (not built or loaded; not
+// allowed for an unprivileged process): throws ringd::Error(kInvalidArgument) naming the
 // algorithm, what the kernel offers (/proc/sys/net/ipv4/tcp_available_congestion_control) and
-// RINGD_TCP_CONGESTION when the kernel refuses it (not built or loaded; not allowed for an
-// unprivileged process).
-void set_congestion_control(int fd, const std::string& name);
+// RINGD_TCP_CONGESTION, or, when not `required`, logs that once per process and leaves the
+// socket with the kernel's default.
+void set_congestion_control(int fd, const std::string& name, bool required);
 
 // A non-blocking listening socket with SO_REUSEADDR on host:port (port 0 = any free port).
 // Throws ringd::Error(kIo) naming the address.
