@@ -294,9 +294,9 @@ const std::vector<TunableInfo>& tunable_table() {
        "SO_SNDBUF/SO_RCVBUF for TCP pairs; 0 = kernel autotuning"},
       {"RINGD_TCP_CONGESTION", "reno",
        "TCP congestion control of the job's data connections (tcp pairs, parameter-server "
-       "links): a name the kernel offers (/proc/sys/net/ipv4/tcp_available_congestion_control; "
-       "one outside tcp_allowed_congestion_control needs CAP_NET_ADMIN), or system = the "
-       "kernel's default. reno because a collective's bursts are what the job's links carry: "
+       "links): a name in the kernel's net.ipv4.tcp_available_congestion_control (one outside "
+       "tcp_allowed_congestion_control needs CAP_NET_ADMIN), or system = the kernel's "
+       "default. reno because a collective's bursts are what the job's links carry: "
        "bbr paces every burst with kernel timers and cubic's slow start ends early on the "
        "queueing the burst itself causes, leaving 1-4 MB allreduces 1.4-1.7x slower at "
        "10 Gbit/s (docs/performance.md, \"Congestion control\"). A name set here that the kernel "
