@@ -32,13 +32,11 @@ tcp::ResolvedTcpOptions resolve(const TcpOptions& options, int size) {
   resolved.secret = size > 1 ? tcp::resolve_secret(options.secret) : options.secret;
   resolved.job_id = options.job_id;
   resolved.timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
-  resolved.socket.buffer_bytes = options.socket_buffer_bytes > 0 ? options.socket_buffer_bytes
-                                                                 : tunables().socket_buffer_bytes;
-  if (options.tcp_congestion.empty()) {
-    resolved.socket.congestion = tcp::congestion_setting(tunables().tcp_congestion);
-    resolved.socket.congestion_required = tunables().tcp_congestion_chosen;
-  } else {
+  resolved.socket = tcp::data_socket_tuning();  // what the options leave unset
+  if (options.socket_buffer_bytes > 0) resolved.socket.buffer_bytes = options.socket_buffer_bytes;
+  if (!options.tcp_congestion.empty()) {
     resolved.socket.congestion = tcp::congestion_setting(options.tcp_congestion);
+    resolved.socket.congestion_required = true;  // chosen by the caller
   }
   return resolved;
 }
