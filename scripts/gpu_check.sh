@@ -2,8 +2,9 @@
 # The GPU check: one unattended command for a machine with NVIDIA GPUs. It builds the CUDA variant
 # exactly as scripts/test.sh does, runs the device tests, the hierarchical allreduce through the
 # NCCL local group against the closed-form values (--check), the same sweep on CPU devices, the
-# fusion engine over the NCCL group (bench replay --gpus --check), and the MLP on cuBLAS against
-# OpenBLAS; then prints a report (GPUs, driver, CUDA and NCCL versions, busbw per size, samples/s,
+# fusion engine over the NCCL group (bench replay --gpus --check), the MLP on cuBLAS against
+# OpenBLAS, and `ringd train --gpus` (the MLP's replicas on the GPUs, the gradients averaged
+# through the NCCL group) against the same global batch on CPU devices; then prints a report (GPUs, driver, CUDA and NCCL versions, busbw per size, samples/s,
 # PASS/FAIL per step) and writes it to a file.
 #
 #   scripts/gpu_check.sh                 the whole check; exits 77 (skip) at once without a GPU
@@ -367,40 +368,42 @@ if ((built)); then
   fi
 fi
 
-# ---- 4. the MLP: cuBLAS against OpenBLAS ----
-# train_run BLAS: a short run of one rank; JSON summary and final parameters in $logs
+# ---- 4. the MLP: cuBLAS against OpenBLAS; ringd train over the NCCL group against CPU devices ----
+# train_run NAME LABEL EXPECT ARGS...: a short `ringd train` (ARGS say the ranks, --blas,
+# devices); the JSON summary and the final parameters in $logs/train-NAME.*; records FAIL for a
+# failed run or a summary without each KEY=VALUE of EXPECT (space-separated), else PASS with its
+# figures
 train_run() {
-  local blas=$1 rc=0 log=$logs/train-$1.txt
-  say "step: train --blas $blas ($train_steps steps)"
-  run_logged "$log" "$run_timeout" "$ringd" train --transport inproc --ranks 1 --blas "$blas" \
-    --epochs 1 --max-steps "$train_steps" --test-limit 2000 --log-every 100 --seed 42 \
-    ${data_args[@]+"${data_args[@]}"} --timeout 120 --json "$logs/train-$blas.json" \
-    --params-out "$logs/train-$blas.params" || rc=$?
+  local name=$1 label=$2 expect=$3 rc=0 log=$logs/train-$1.txt
+  shift 3
+  say "step: $label ($train_steps steps)"
+  run_logged "$log" "$run_timeout" "$ringd" train --transport inproc --epochs 1 \
+    --max-steps "$train_steps" --test-limit 2000 --log-every 100 --seed 42 \
+    ${data_args[@]+"${data_args[@]}"} --timeout 120 --json "$logs/train-$name.json" \
+    --params-out "$logs/train-$name.params" "$@" || rc=$?
   if ((rc != 0)); then
-    record FAIL "train --blas $blas" "$(why_failed "$rc" "$log" "$run_timeout")"
-  elif ! grep -q "\"blas\": *\"$blas\"" "$logs/train-$blas.json" 2>/dev/null; then
-    record FAIL "train --blas $blas" "the summary does not say blas $blas (see $logs/train-$blas.json)"
-  else
-    record PASS "train --blas $blas" "$(python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
+    record FAIL "$label" "$(why_failed "$rc" "$log" "$run_timeout")"
+    return 1
+  fi
+  local pair
+  for pair in $expect; do
+    if ! grep -q "\"${pair%%=*}\": *\"${pair#*=}\"" "$logs/train-$name.json" 2>/dev/null; then
+      record FAIL "$label" "the summary does not say ${pair%%=*} ${pair#*=} (see $logs/train-$name.json)"
+      return 1
+    fi
+  done
+  record PASS "$label" "$(python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
 print("%.0f samples/s, last loss %.4f, test accuracy %.4f"
       % (s["samples_per_second"], s["last_loss"], s["test_accuracy"]))' \
-      "$logs/train-$blas.json" 2>/dev/null || echo "no summary")"
-    return 0
-  fi
-  return 1
+    "$logs/train-$name.json" 2>/dev/null || echo "no summary")"
 }
 
-if ((built)); then
-  openblas_ok=0
-  train_run openblas && openblas_ok=1
-  if ((!use_gpu)); then
-    record SKIP "train --blas cublas" "no GPU"
-  elif ! have CUBLAS; then
-    record FAIL "train --blas cublas" "$config_h says RINGD_HAVE_CUBLAS 0"
-  elif train_run cublas && ((openblas_ok)); then
-    # Rounded differently (architecture.md), so equal within a tolerance, not bitwise.
-    rc=0
-    comparison=$(python3 - "$logs/train-cublas" "$logs/train-openblas" <<'EOF' 2>&1
+# compare_runs STEP A B: run A's final parameters, loss and accuracy against run B's. They round
+# differently (cuBLAS against OpenBLAS; NCCL's order of the sums against the CPU group's), so
+# they are compared within a tolerance, not bitwise.
+compare_runs() {
+  local step=$1 rc=0 comparison
+  comparison=$(python3 - "$logs/train-$2" "$logs/train-$3" <<'EOF' 2>&1
 import array, json, math, sys
 a, b = (json.load(open(p + ".json")) for p in sys.argv[1:3])
 pa, pb = (array.array("f", open(p + ".params", "rb").read()) for p in sys.argv[1:3])
@@ -411,14 +414,47 @@ rel = math.sqrt(sum(d * d for d in diff)) / max(math.sqrt(sum(y * y for y in pb)
 loss, acc = abs(a["last_loss"] - b["last_loss"]), abs(a["test_accuracy"] - b["test_accuracy"])
 print(f"params relative L2 difference {rel:.2e} (max |diff| {max(map(abs, diff)):.2e}), "
       f"|loss diff| {loss:.2e}, |test accuracy diff| {acc:.4f}; "
-      f"samples/s cublas {a['samples_per_second']:.0f} vs openblas {b['samples_per_second']:.0f}")
+      f"samples/s {a['samples_per_second']:.0f} vs {b['samples_per_second']:.0f}")
 sys.exit(0 if rel <= 1e-3 and loss <= 1e-2 and acc <= 1e-2 else 1)
 EOF
-    ) || rc=$?
-    if ((rc == 0)); then
-      record PASS "cublas against openblas" "$comparison"
-    else
-      record FAIL "cublas against openblas" "$comparison (tolerance: params 1e-3, loss 1e-2, accuracy 1e-2)"
+  ) || rc=$?
+  if ((rc == 0)); then
+    record PASS "$step" "$comparison"
+  else
+    record FAIL "$step" "$comparison (tolerance: params 1e-3, loss 1e-2, accuracy 1e-2)"
+  fi
+}
+
+if ((built)); then
+  openblas_ok=0
+  train_run openblas "train --blas openblas" "blas=openblas" --ranks 1 --blas openblas &&
+    openblas_ok=1
+  if ((!use_gpu)); then
+    record SKIP "train --blas cublas" "no GPU"
+  elif ! have CUBLAS; then
+    record FAIL "train --blas cublas" "$config_h says RINGD_HAVE_CUBLAS 0"
+  elif train_run cublas "train --blas cublas" "blas=cublas" --ranks 1 --blas cublas &&
+    ((openblas_ok)); then
+    compare_runs "cublas against openblas" cublas openblas
+  fi
+
+  # The MLP over the NCCL group: 2 in-process nodes x L GPUs (replica d multiplies on GPU d, the
+  # gradients are averaged in GPU memory), against the same global batch on 2 nodes x L CPU
+  # devices (with one GPU both nodes use it, and the group of one makes no NCCL call).
+  if ((!use_gpu)); then
+    record SKIP "train --gpus" "no GPU"
+  elif ! have NCCL || ! have CUBLAS; then
+    record FAIL "train --gpus" "$config_h says RINGD_HAVE_NCCL or RINGD_HAVE_CUBLAS 0"
+  else
+    devices_ok=0
+    train_run cpu-devices "train, 2 nodes x $local_devices CPU devices" \
+      "blas=openblas local_group=cpu" --ranks 2 --local-devices "$local_devices" \
+      --hierarchy reduce-bcast --blas openblas && devices_ok=1
+    if train_run gpus "train --gpus, 2 nodes x $local_devices GPU(s)" \
+      "blas=cublas local_group=nccl" --ranks 2 --local-devices "$local_devices" \
+      --hierarchy reduce-bcast --gpus --blas cublas &&
+      ((devices_ok)); then
+      compare_runs "train --gpus against CPU devices" gpus cpu-devices
     fi
   fi
 fi

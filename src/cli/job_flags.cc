@@ -35,9 +35,10 @@ void add_job_options(CLI::App& app, job::TopologyFlags* topology, std::string* i
 
 void add_local_device_options(CLI::App& app, int* devices, std::string* hierarchy_text) {
   app.add_option("--local-devices", *devices,
-                 "CPU devices in each process (one node), each with its own gradients (train: "
-                 "its own share of the batch); the engine's buckets go through the hierarchy: "
-                 "reduce inside the node, across nodes, broadcast inside (default 1: flat)")
+                 "devices in each process (one node): CPU devices, or GPUs with --gpus; each "
+                 "with its own gradients (train: its own share of the batch); the engine's "
+                 "buckets go through the hierarchy: reduce inside the node, across nodes, "
+                 "broadcast inside (default 1: flat)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--hierarchy", *hierarchy_text,
                  "with --local-devices > 1: reduce-bcast (default) or rs-ag")

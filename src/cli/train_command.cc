@@ -36,7 +36,10 @@ slice, so N ranks compute exactly the averaged gradient of one rank with the who
 With --local-devices L each rank is a node of L CPU devices: device d of rank r trains a replica on
 slice r x L + d of a global batch of --batch-size x ranks x L, and the engine averages the
 gradients through the hierarchy (inside the node, then across nodes); the run matches N x L flat
-ranks up to rounding (the sums are added in another order).
+ranks up to rounding (the sums are added in another order). With --gpus (CUDA builds with NCCL)
+those devices are GPUs 0..L-1, even one: replica d multiplies on GPU d (--blas cublas or auto)
+and the engine reduces the gradients in GPU memory through NCCL; the model keeps its tensors in
+host memory, so each gradient is copied to its GPU and the average back, every step.
 
 Learning rate: --lr is for one worker; with --lr-scaling linear (default) the rate is
 --lr x ranks (the global batch grows with the ranks), reached by a linear warm-up over
@@ -57,6 +60,7 @@ Examples:
   mpirun -np 4 --mca mpi_yield_when_idle 1 ringd train --checkpoint-dir /tmp/ckpt --json out.json
   ringd train --transport inproc --ranks 4 --model replay --profile vgg16 --compute-ms 100
   ringd train --transport inproc --ranks 2 --local-devices 2 --epochs 1   # 2 nodes x 2 devices
+  mpirun -np 2 ringd train --local-devices 4 --gpus --blas cublas   # 2 nodes x 4 GPUs
 )";
 
 struct TrainFlagText {
@@ -164,6 +168,9 @@ void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagTex
                  "dgc: epochs of the sparsity ramp 75%, 93.75%, 98.4%, 99.6% (default 4; 0 = none)")
       ->check(CLI::Range(0, 64));
   add_local_device_options(app, &config->local_devices, &text->hierarchy);
+  app.add_flag("--gpus", config->gpus,
+               "the local devices are GPUs 0..L-1 through NCCL (CUDA builds), even one: replica d "
+               "multiplies on GPU d, the gradients are reduced in GPU memory");
   add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
   runners::add_ps_train_options(app, &config->ps);
 }
@@ -282,7 +289,27 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
         throw CLI::ValidationError("--compression", "applies to --mode allreduce only");
       }
     }
-    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression);
+    if (config->gpus) {
+      if (!RINGD_HAVE_NCCL) {
+        throw CLI::ValidationError("--gpus",
+                                   "needs a CUDA build with NCCL; this ringd has none "
+                                   "(`ringd --version` lists what it was built with)");
+      }
+      if (config->mode == runners::SyncMode::kPs) {
+        throw CLI::ValidationError("--gpus", "applies to --mode allreduce only");
+      }
+      if (config->compression && *config->compression != Compression::kNone) {
+        throw CLI::ValidationError("--gpus",
+                                   "runs uncompressed gradients only; drop --compression");
+      }
+      if (config->blas == "openblas") {
+        throw CLI::ValidationError("--gpus",
+                                   "contradicts --blas openblas (the replicas multiply on their "
+                                   "GPUs); use --blas cublas or auto");
+      }
+    }
+    config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression,
+                                        /*group_of_one=*/config->gpus);
     if (config->local_devices > 1 && config->mode == runners::SyncMode::kPs) {
       throw CLI::ValidationError("--local-devices",
                                  "applies to --mode allreduce only (parameter "

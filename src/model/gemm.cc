@@ -69,11 +69,12 @@ GemmKind choose_gemm(const std::string& blas) {
   return GemmKind::kCublas;
 }
 
-std::unique_ptr<Gemm> make_gemm(GemmKind kind) {
+std::unique_ptr<Gemm> make_gemm(GemmKind kind, int cuda_device) {
   if (kind == GemmKind::kOpenBlas) return std::make_unique<OpenBlasGemm>();
 #if RINGD_HAVE_CUBLAS
-  return make_cublas_gemm();
+  return make_cublas_gemm(cuda_device);
 #else
+  (void)cuda_device;
   RINGD_THROW(kUnavailable, "cublas matrix products: " << cublas_unavailable_reason());
 #endif
 }

@@ -55,7 +55,8 @@ std::string cublas_unavailable_reason();
 // what to do) for cublas where it cannot run.
 GemmKind choose_gemm(const std::string& blas);
 
-// The backend of that kind; kCublas where it cannot run throws kUnavailable.
-std::unique_ptr<Gemm> make_gemm(GemmKind kind);
+// The backend of that kind; kCublas where it cannot run throws kUnavailable. cuda_device: the CUDA
+// device a cuBLAS backend multiplies on (-1: the one current now); OpenBLAS ignores it.
+std::unique_ptr<Gemm> make_gemm(GemmKind kind, int cuda_device = -1);
 
 }  // namespace ringd::model

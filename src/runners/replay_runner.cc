@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <numeric>
 #include <thread>
 
 #include "common/tunables.h"
@@ -12,7 +11,7 @@
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
 #include "ringd/local_group.h"
-#include "ringd/nccl_local_group.h"
+#include "runners/gpu_group.h"
 
 namespace ringd::runners {
 namespace {
@@ -48,7 +47,7 @@ class ReplayRank {
         devices_(config.local_devices),
         world_(ctx.size() * devices_) {
     if (config.gpus) {
-      make_gpu_group();
+      group_ = make_gpu_group("bench replay", devices_, compression_);
     } else if (devices_ > 1) {
       group_ = make_cpu_local_group(devices_);
     }
@@ -115,23 +114,6 @@ class ReplayRank {
   struct FreeDeleter {
     void operator()(float* p) const { std::free(p); }
   };
-
-  // --gpus: GPUs 0..L-1 as an NCCL group (CUDA builds with NCCL; the flags check that first).
-  void make_gpu_group() {
-    if (compression_ != Compression::kNone) {
-      RINGD_THROW(kInvalidArgument, "bench replay --gpus: compression "
-                                        << compression_name(compression_)
-                                        << " (RINGD_COMPRESSION?) does not run on "
-                                           "GPU buffers; use none");
-    }
-#if RINGD_HAVE_NCCL
-    std::vector<int> gpus(static_cast<size_t>(devices_));
-    std::iota(gpus.begin(), gpus.end(), 0);
-    group_ = make_nccl_local_group(gpus);
-#else
-    RINGD_THROW(kUnavailable, "bench replay --gpus: this ringd was built without NCCL");
-#endif
-  }
 
   // Device d's gradients as the engine sees them: GPU memory with --gpus, else the host arena.
   float* arena(int d) const {

@@ -71,6 +71,15 @@ struct TrainConfig {
   // on its own share of the global batch; the engine runs over them (EngineOptions::local_group).
   int local_devices = 1;
   Hierarchy hierarchy = kDefaultHierarchy;
+  // --gpus (CUDA builds with NCCL): the local devices are GPUs 0..L-1, even one. Replica d
+  // multiplies on GPU d (cuBLAS, when the job's --blas is cublas) and the engine reduces the
+  // gradients in GPU memory through an NCCL group; implies group_memory.
+  bool gpus = false;
+  // The gradients reach the engine in memory the local group allocated, copied there after
+  // backward and back before the update (model/allreduce_sync.h): what --gpus needs, the MLP
+  // keeping its tensors in host memory. Tests set it over CPU devices to run that path without a
+  // GPU; needs local_devices > 1 there.
+  bool group_memory = false;
 
   std::chrono::milliseconds timeout{0};
   std::string interface;

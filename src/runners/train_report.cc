@@ -57,8 +57,13 @@ void print_progress(const ProgressLine& line, const ProgressInterval& interval) 
 
 std::string format_train_summary(const TrainSummary& s) {
   std::string text;
-  const std::string devices =
-      s.local_devices > 1 ? " x " + std::to_string(s.local_devices) + " CPU devices" : "";
+  std::string devices;
+  if (s.local_group == "nccl") {
+    devices = " x " + std::to_string(s.local_devices) + (s.local_devices > 1 ? " GPUs" : " GPU") +
+              " (NCCL)";
+  } else if (s.local_devices > 1) {
+    devices = " x " + std::to_string(s.local_devices) + " CPU devices";
+  }
   char line[512];
   std::snprintf(
       line, sizeof(line),
@@ -100,6 +105,8 @@ std::string format_train_json(const TrainSummary& s) {
       {"compression", s.compression},
       {"ranks", s.ranks},
       {"local_devices", s.local_devices},
+      {"local_group",
+       s.local_group.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.local_group)},
       {"global_batch", s.global_batch},
       {"learning_rate", s.learning_rate},
       {"lr_schedule", s.lr_schedule},

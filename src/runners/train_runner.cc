@@ -27,6 +27,7 @@
 #include "ringd/engine.h"
 #include "ringd/error.h"
 #include "ringd/local_group.h"
+#include "runners/gpu_group.h"
 #include "runners/metrics_file.h"
 #include "runners/train_report.h"
 
@@ -62,7 +63,9 @@ model::GemmKind agree_on_gemm(Context& ctx, const std::string& blas) {
   return static_cast<model::GemmKind>(kind);
 }
 
-std::unique_ptr<model::Model> make_model(Context& ctx, const TrainConfig& config) {
+// The model of one device; with --gpus, device `device` is GPU `device` and a cuBLAS backend
+// multiplies there.
+std::unique_ptr<model::Model> make_model(Context& ctx, const TrainConfig& config, int device) {
   if (config.model == "replay") {
     const auto backward = std::chrono::microseconds(std::llround(config.compute_ms * 1000));
     return std::make_unique<model::ReplayModel>(model::load_gradient_profile(config.profile),
@@ -71,7 +74,7 @@ std::unique_ptr<model::Model> make_model(Context& ctx, const TrainConfig& config
   const model::GemmKind kind = agree_on_gemm(ctx, config.blas);
   std::unique_ptr<model::Gemm> gemm;
   try {
-    gemm = model::make_gemm(kind);
+    gemm = model::make_gemm(kind, config.gpus ? device : -1);
   } catch (const Error& error) {
     RINGD_THROW(kUnavailable, "rank " << ctx.rank() << ": the job multiplies through "
                                       << model::gemm_kind_name(kind) << " (rank 0's --blas "
@@ -116,10 +119,18 @@ class TrainRank {
         size_(ctx.size()),
         devices_(config.mode == SyncMode::kAllreduce ? config.local_devices : 1),
         world_(size_ * devices_),
-        model_(make_model(ctx, config)),
+        model_(make_model(ctx, config, 0)),
         global_batch_(config.batch_size * static_cast<size_t>(world_)) {
-    for (int d = 1; d < devices_; ++d) replicas_.push_back(make_model(ctx, config));
-    if (devices_ > 1) group_ = make_cpu_local_group(devices_);
+    for (int d = 1; d < devices_; ++d) replicas_.push_back(make_model(ctx, config, d));
+    if (config_.gpus) {
+      RINGD_CHECK_ARG(config_.mode == SyncMode::kAllreduce,
+                      "--gpus applies to --mode allreduce only");
+      group_ = make_gpu_group("train", devices_, compression_);
+    } else if (devices_ > 1) {
+      group_ = make_cpu_local_group(devices_);
+    }
+    RINGD_CHECK_ARG(!config_.group_memory || group_,
+                    "group memory needs a local group (local devices > 1, or --gpus)");
     if (config_.model == "mlp") {
       const model::Dataset& train = data_.train;
       RINGD_CHECK_ARG(train.features == model_->input_size(),
@@ -182,7 +193,8 @@ class TrainRank {
       engine_ = engine.get();
       std::vector<std::vector<model::ParameterView>> replica_views;
       for (const auto& replica : replicas_) replica_views.push_back(replica->parameters());
-      sync = std::make_unique<model::AllreduceSync>(*engine, sgd, std::move(replica_views));
+      sync = std::make_unique<model::AllreduceSync>(*engine, sgd, std::move(replica_views),
+                                                    group_memory() ? group_.get() : nullptr);
     } else {
       sync = make_ps_sync(config_.ps, config_.interface, ctx_, sgd);
     }
@@ -220,6 +232,7 @@ class TrainRank {
     s.compression = compression_name(compression_);
     s.ranks = size_;
     s.local_devices = devices_;
+    if (group_) s.local_group = group_->kind();
     s.global_batch = global_batch_;
     s.learning_rate = learning_rate_at(config_, world_, config_.warmup_steps, planned_steps_);
     s.lr_schedule = lr_schedule_name(config_.lr_schedule);
@@ -488,6 +501,9 @@ class TrainRank {
     }
   }
 
+  // The engine sees the gradients in memory the group allocated (--gpus; tests over CPU devices).
+  bool group_memory() const { return group_ && (config_.gpus || config_.group_memory); }
+
   // Forward on every device's batch, and backward on devices 1..L-1, whose gradients are whole
   // before device 0's backward starts (the caller runs it, handing each gradient to the sync as
   // it finishes, so that communication overlaps it). The replay model's replicas model no compute
@@ -534,10 +550,22 @@ class TrainRank {
     local_stop_ = hooks_.stop_requested(rank_);
     if (!engine_) return;
     stop_votes_.assign(static_cast<size_t>(devices_), static_cast<float>(local_stop_));
+    std::vector<void*> votes;  // where the engine sees each device's vote
+    for (int d = 0; d < devices_; ++d) {
+      if (!group_memory()) {
+        votes.push_back(&stop_votes_[d]);
+        continue;
+      }
+      if (group_stop_votes_.size() <= static_cast<size_t>(d)) {
+        group_stop_votes_.push_back(group_->allocate(d, sizeof(float)));
+      }
+      group_->upload({group_stop_votes_[d].get(), d}, &stop_votes_[d], sizeof(float));
+      votes.push_back(group_stop_votes_[d].get());
+    }
     Submission vote;
     vote.name = "ringd.stop";
-    vote.tensor = Tensor{stop_votes_.data(), DataType::kFloat32, {1}};
-    for (int d = 1; d < devices_; ++d) vote.other_devices.push_back(&stop_votes_[d]);
+    vote.tensor = Tensor{votes[0], DataType::kFloat32, {1}};
+    vote.other_devices.assign(votes.begin() + 1, votes.end());
     vote.op = ReduceOp::kAvg;
     vote.compression = Compression::kNone;
     stop_handle_ = engine_->submit(std::move(vote));
@@ -549,6 +577,9 @@ class TrainRank {
     if (!engine_) return local_stop_;
     stop_handle_.wait();
     stop_handle_ = Handle();
+    if (group_memory()) {
+      group_->download(&stop_votes_[0], {group_stop_votes_[0].get(), 0}, sizeof(float));
+    }
     if (local_stop_ != 0) return local_stop_;
     return stop_votes_[0] > 0 ? SIGTERM : 0;
   }
@@ -590,7 +621,7 @@ class TrainRank {
   const int world_;    // size_ x devices_: what the global batch and the learning rate scale with
   std::unique_ptr<model::Model> model_;                  // device 0's
   std::vector<std::unique_ptr<model::Model>> replicas_;  // devices 1..devices_-1
-  std::unique_ptr<LocalGroup> group_;                    // with devices_ > 1
+  std::unique_ptr<LocalGroup> group_;                    // with devices_ > 1 or --gpus
   const size_t global_batch_;
   int64_t steps_per_epoch_ = 0;
   int64_t planned_steps_ = 0;  // epochs x steps per epoch: the lr schedule's length
@@ -606,6 +637,8 @@ class TrainRank {
   std::string run_id_;             // rank 0: written into every checkpoint
   int local_stop_ = 0;             // this step's TrainHooks::stop_requested()
   std::vector<float> stop_votes_;  // one per device: the engine averages them in place
+  std::vector<std::shared_ptr<void>>
+      group_stop_votes_;  // group_memory(): the votes the engine sees
   Handle stop_handle_;
   std::optional<model::CheckpointPruner> pruner_;  // rank 0: deletes this run's older files
 };

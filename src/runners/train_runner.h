@@ -53,7 +53,8 @@ struct TrainSummary {
   std::string transport;
   std::string compression = "none";  // allreduce mode's gradient compression
   int ranks = 0;
-  int local_devices = 1;  // per rank (node); the world is ranks x local_devices
+  int local_devices = 1;    // per rank (node); the world is ranks x local_devices
+  std::string local_group;  // the devices' kind with local_devices > 1 or --gpus: "cpu", "nccl"
   size_t global_batch = 0;
   double learning_rate = 0;              // after world-size scaling (the peak, with a schedule)
   std::string lr_schedule = "constant";  // after the warm-up: "constant" or "cosine"

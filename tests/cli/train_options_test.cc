@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "cli/train_command.h"
+#include "ringd/config.h"
 #include "ringd/error.h"
+#include "ringd/nccl_local_group.h"
 #include "runners/train_report.h"
 #include "runners/train_runner.h"
 #include "testing/ranks.h"
@@ -217,6 +219,83 @@ TEST(TrainOptions, ReplayProgressShowsStepTimeAndBytesNotALoss) {
   line.replay = false;
   const std::string mlp = runners::format_progress(line, two_steps());
   EXPECT_NE(mlp.find("loss 0.5000  acc 0.750"), std::string::npos) << mlp;
+}
+
+// --gpus: only in builds with NCCL, and refused with what cannot run on GPU buffers (usage
+// errors, exit 2); at run time without a usable GPU (or NCCL) kUnavailable, and compression that
+// RINGD_COMPRESSION could ask for past the flags kInvalidArgument, before any training.
+TEST(TrainOptions, GpusIsRefusedWhereItCannotRun) {
+  runners::TrainConfig config;
+  int exit_code = -1;
+  const char* gpus[] = {"ringd", "train", "--gpus", "--local-devices", "2"};
+  ::testing::internal::CaptureStderr();
+  const bool parsed = parse_train_command_line(5, gpus, &config, &exit_code);
+  std::string text = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(parsed, RINGD_HAVE_NCCL == 1) << text;
+  if (parsed) {
+    EXPECT_TRUE(config.gpus);
+    EXPECT_EQ(config.local_devices, 2);
+  } else {
+    EXPECT_EQ(exit_code, 2);
+    EXPECT_NE(text.find("--gpus: needs a CUDA build with NCCL"), std::string::npos) << text;
+  }
+  for (const std::vector<const char*>& bad :
+       std::vector<std::vector<const char*>>{{"ringd", "train", "--gpus", "--mode", "ps"},
+                                             {"ringd", "train", "--gpus", "--compression", "fp16"},
+                                             {"ringd", "train", "--gpus", "--blas", "openblas"}}) {
+    runners::TrainConfig refused;
+    ::testing::internal::CaptureStderr();
+    EXPECT_FALSE(
+        parse_train_command_line(static_cast<int>(bad.size()), bad.data(), &refused, &exit_code))
+        << bad[3];
+    text = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(exit_code, 2);
+    EXPECT_NE(text.find("--gpus"), std::string::npos) << text;
+  }
+
+  const runners::TrainData data = testing::tiny_train_data();
+  const auto code_of = [&](const runners::TrainConfig& c) {
+    int code = -1;  // no error
+    testing::run_ranks(testing::Transport::kInproc, 1, [&](Context& ctx) {
+      try {
+        runners::run_train_rank(ctx, c, data);
+      } catch (const Error& e) {
+        code = static_cast<int>(e.code());
+      }
+    });
+    return code;
+  };
+  runners::TrainConfig on_gpus = testing::tiny_train_config(2);
+  on_gpus.gpus = true;
+  runners::TrainConfig compressed = on_gpus;
+  compressed.compression = Compression::kFp16;
+  EXPECT_EQ(code_of(compressed), static_cast<int>(ErrorCode::kInvalidArgument));
+#if RINGD_HAVE_NCCL
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+#endif
+  EXPECT_EQ(code_of(on_gpus), static_cast<int>(ErrorCode::kUnavailable));
+}
+
+// The summary names the devices: CPU devices, or GPUs through NCCL (even one).
+TEST(TrainOptions, SummaryNamesTheLocalDevices) {
+  runners::TrainSummary s;
+  s.model = "mlp 4-3-2";
+  s.mode = "allreduce";
+  s.ranks = 2;
+  s.transport = "tcp";
+  EXPECT_EQ(runners::format_train_summary(s).find("devices"), std::string::npos);
+  s.local_devices = 2;
+  s.local_group = "cpu";
+  EXPECT_NE(runners::format_train_summary(s).find("2 ranks x 2 CPU devices over tcp"),
+            std::string::npos);
+  s.local_group = "nccl";
+  EXPECT_NE(runners::format_train_summary(s).find("2 ranks x 2 GPUs (NCCL) over tcp"),
+            std::string::npos);
+  s.local_devices = 1;
+  EXPECT_NE(runners::format_train_summary(s).find("2 ranks x 1 GPU (NCCL) over tcp"),
+            std::string::npos);
+  EXPECT_NE(runners::format_train_json(s).find("\"local_group\":\"nccl\""), std::string::npos)
+      << runners::format_train_json(s);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 
 #if RINGD_HAVE_CUBLAS
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -64,12 +66,14 @@ TEST(CublasGemm, WithoutADeviceItIsUnavailableSayingWhy) {
   const std::string reason = cublas_unavailable_reason();
   EXPECT_NE(reason.find("no usable CUDA device"), std::string::npos) << reason;
   EXPECT_EQ(choose_gemm("auto"), GemmKind::kOpenBlas);
-  try {
-    make_gemm(GemmKind::kCublas);
-    FAIL() << "a cuBLAS backend without a device";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.code(), ErrorCode::kUnavailable) << error.what();
-    EXPECT_NE(std::string(error.what()).find(reason), std::string::npos) << error.what();
+  for (int device : {-1, 0}) {  // the current device, or a chosen one (train --gpus)
+    try {
+      make_gemm(GemmKind::kCublas, device);
+      FAIL() << "a cuBLAS backend without a device";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kUnavailable) << error.what();
+      EXPECT_NE(std::string(error.what()).find(reason), std::string::npos) << error.what();
+    }
   }
 }
 
@@ -109,6 +113,34 @@ TEST_P(CublasGemmTest, MatchesOpenBlas) {
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, CublasGemmTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()), transposes_name);
+
+// `ringd train --gpus` makes replica d's backend on GPU d: the product is right there, the
+// caller's current device stays as it was, and a GPU this process does not see is named.
+TEST(CublasGemm, OnAChosenDeviceLeavesTheCallersCurrentDevice) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: " << cuda_device_status();
+  const int devices = cuda_device_count();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const std::unique_ptr<Gemm> last = make_gemm(GemmKind::kCublas, devices - 1);
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 0);
+  const float a[] = {1, 2, 3, 4};  // 2 x 2, row-major
+  const float b[] = {5, 6, 7, 8};
+  float c[4] = {};
+  last->sgemm(false, false, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+  EXPECT_EQ(std::vector<float>(c, c + 4), (std::vector<float>{19, 22, 43, 50}));
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 0) << "a product on device " << devices - 1 << " moved the caller's device";
+  try {
+    make_gemm(GemmKind::kCublas, devices);
+    FAIL() << "a backend on CUDA device " << devices << " of " << devices;
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
+    EXPECT_NE(std::string(error.what()).find("CUDA device " + std::to_string(devices)),
+              std::string::npos)
+        << error.what();
+  }
+}
 
 TEST(CublasMlp, ForwardAndBackwardMatchOpenBlas) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: " << cuda_device_status();

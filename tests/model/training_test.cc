@@ -7,7 +7,9 @@
 //   * a stop request on one rank stops all after the same step, with a checkpoint of it; a failed
 //     step leaves a checkpoint of the step before; both resume to the uninterrupted result;
 //   * with DGC, tensors kept dense train as momentum SGD, and sparse ones keep replicas identical;
-//   * N nodes x L local devices train like N x L flat ranks, stop and resume alike.
+//   * N nodes x L local devices train like N x L flat ranks, stop and resume alike;
+//   * --gpus's path (gradients copied into memory the local group allocated, the average copied
+//     back) gives the same bits as the devices' own buffers (checked over CPU devices).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -241,6 +243,43 @@ TEST(Training, LocalDevicesTrainLikeFlatRanksOfTheSameGlobalBatch) {
   EXPECT_GT(max_relative_difference(train(other, data, 2), flat), 1e-3);
 }
 
+// What `ringd train --gpus` does to the gradients (TrainConfig::group_memory: copied into memory
+// the local group allocated after backward, device 0's average copied back before the update;
+// the initial broadcast and the stop vote likewise), over CPU devices, whose allocate() is host
+// memory: the engine, its reductions and their order are the same, so are the bits. On GPUs the
+// same code talks to the NCCL group (never run here: no GPU).
+TEST(Training, GradientsInGroupMemoryTrainBitwiseLikeTheDevicesOwnBuffers) {
+  const runners::TrainData data = synthetic_data(1024);
+  struct Shape {
+    int nodes;
+    int devices;
+    Hierarchy strategy;
+  };
+  for (const Shape shape : {Shape{2, 2, Hierarchy::kReduceBcast}, Shape{1, 3, Hierarchy::kRsAg}}) {
+    SCOPED_TRACE(std::to_string(shape.nodes) + " nodes x " + std::to_string(shape.devices) +
+                 " devices, " + hierarchy_name(shape.strategy));
+    runners::TrainConfig own = base_config();
+    own.max_steps = 30;
+    own.local_devices = shape.devices;
+    own.hierarchy = shape.strategy;
+    const std::vector<float> reference = train(own, data, shape.nodes);
+    runners::TrainConfig staged = own;
+    staged.group_memory = true;
+    std::mutex mutex;
+    std::vector<std::vector<Sha256Digest>> digests(shape.nodes);
+    runners::TrainSummary summary;
+    const std::vector<float> params = train(staged, data, shape.nodes, Transport::kInproc,
+                                            digest_hooks(mutex, digests), &summary);
+    EXPECT_EQ(params, reference);
+    EXPECT_EQ(summary.local_group, "cpu");
+    for (int rank = 1; rank < shape.nodes; ++rank) EXPECT_EQ(digests[rank], digests[0]);
+  }
+  // Without a group there is no group memory: an error, not a silent fallback.
+  runners::TrainConfig alone = base_config();
+  alone.group_memory = true;
+  EXPECT_THROW(train(alone, data, 1), Error);
+}
+
 class ResumeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -345,35 +384,41 @@ TEST_F(ResumeTest, AStopOnOneRankStopsEveryRankAfterTheSameStepWithACheckpoint) 
 
 // The stop vote and resume over local devices: 2 nodes x 2 devices, node 1 asked to stop during
 // step 9; both stop after it with its checkpoint, and the resumed run (whose replicas start from
-// the checkpoint through the engine's broadcast) ends bitwise where the uninterrupted one does.
+// the checkpoint through the engine's broadcast) ends bitwise where the uninterrupted one does;
+// with the gradients, the broadcast and the vote in group memory too (--gpus's path).
 TEST_F(ResumeTest, OverLocalDevicesAStopAndAResumeEndWhereTheUninterruptedRunDoes) {
   const runners::TrainData data = synthetic_data(384);
-  runners::TrainConfig config = base_config();
-  config.max_steps = 24;
-  config.local_devices = 2;
-  const std::vector<float> uninterrupted = train(config, data, 2);
-  runners::TrainConfig first = config;
-  first.checkpoint_dir = dir_;
-  first.checkpoint_every = 100;
-  std::vector<int> asked(2, 0);
-  runners::TrainHooks hooks;
-  hooks.stop_requested = [&asked](int rank) {
-    return ++asked[rank] >= 9 && rank == 1 ? SIGTERM : 0;
-  };
-  std::vector<runners::TrainSummary> summaries(2);
-  testing::run_ranks(Transport::kInproc, 2, [&](Context& ctx) {
-    summaries[ctx.rank()] = runners::run_train_rank(ctx, first, data, hooks);
-  });
-  for (const runners::TrainSummary& summary : summaries) {
-    EXPECT_EQ(summary.steps, 9);
-    EXPECT_EQ(summary.stopped_by_signal, SIGTERM);
+  for (bool group_memory : {false, true}) {
+    SCOPED_TRACE(group_memory ? "group memory" : "the devices' own buffers");
+    std::filesystem::remove_all(dir_);
+    runners::TrainConfig config = base_config();
+    config.max_steps = 24;
+    config.local_devices = 2;
+    config.group_memory = group_memory;
+    const std::vector<float> uninterrupted = train(config, data, 2);
+    runners::TrainConfig first = config;
+    first.checkpoint_dir = dir_;
+    first.checkpoint_every = 100;
+    std::vector<int> asked(2, 0);
+    runners::TrainHooks hooks;
+    hooks.stop_requested = [&asked](int rank) {
+      return ++asked[rank] >= 9 && rank == 1 ? SIGTERM : 0;
+    };
+    std::vector<runners::TrainSummary> summaries(2);
+    testing::run_ranks(Transport::kInproc, 2, [&](Context& ctx) {
+      summaries[ctx.rank()] = runners::run_train_rank(ctx, first, data, hooks);
+    });
+    for (const runners::TrainSummary& summary : summaries) {
+      EXPECT_EQ(summary.steps, 9);
+      EXPECT_EQ(summary.stopped_by_signal, SIGTERM);
+    }
+    EXPECT_EQ(summaries[0].checkpoint, model::checkpoint_path(dir_, 9));
+    runners::TrainConfig second = first;
+    second.resume = true;
+    runners::TrainSummary summary;
+    EXPECT_EQ(train(second, data, 2, Transport::kInproc, {}, &summary), uninterrupted);
+    EXPECT_EQ(summary.start_step, 9);
   }
-  EXPECT_EQ(summaries[0].checkpoint, model::checkpoint_path(dir_, 9));
-  runners::TrainConfig second = first;
-  second.resume = true;
-  runners::TrainSummary summary;
-  EXPECT_EQ(train(second, data, 2, Transport::kInproc, {}, &summary), uninterrupted);
-  EXPECT_EQ(summary.start_step, 9);
 }
 
 TEST_F(ResumeTest, AFailedStepLeavesACheckpointOfTheStepBefore) {

@@ -8,10 +8,11 @@
      `ringd` that prints bench headers with its device kind and writes JSON and parameters): exit 0,
      the CUDA directory configured exactly as scripts/test.sh configures it (test.sh run with the
      same stubs), the bench run on 2 devices per node, the engine over the NCCL group
-     (`bench replay --gpus --check`) for both hierarchies, PASS for every step in the report.
-  3. The same with a failing ctest, wrong values in one NCCL sweep and in one replay, and cuBLAS
-     parameters far from OpenBLAS's: exit 1, FAIL for those four steps in the report, PASS for
-     the others.
+     (`bench replay --gpus --check`) for both hierarchies, `train --gpus` on 2 nodes x 2 GPUs and
+     the same on CPU devices, PASS for every step in the report.
+  3. The same with a failing ctest, wrong values in one NCCL sweep and in one replay, cuBLAS
+     parameters far from OpenBLAS's and `train --gpus` parameters far from the CPU devices':
+     exit 1, FAIL for those five steps in the report, PASS for the others.
   4. One fake GPU: --local-devices 1 with an explicit hierarchy, and the report says one GPU only.
   5. --build-only without a GPU: builds (stubbed), CPU sweeps and OpenBLAS run, GPU steps SKIP.
   6. --skip-build on a machine with no nvcc, given case 2's build directory: installs and compiles
@@ -125,10 +126,13 @@ elif args[0] == "bench":
         sys.exit(1)
 elif args[0] == "train":
     blas = flag("--blas")
-    drift = float(os.environ.get("FAKE_TRAIN_DRIFT", "0")) if blas == "cublas" else 0.0
+    gpus = "--gpus" in args
+    drift = float(os.environ.get("FAKE_GPUS_DRIFT" if gpus else "FAKE_TRAIN_DRIFT", "0")) \
+        if blas == "cublas" else 0.0
+    group = "nccl" if gpus else "cpu" if "--local-devices" in args else None
     with open(flag("--json"), "w") as out:
-        json.dump({"blas": blas, "samples_per_second": 1000.0, "last_loss": 0.5,
-                   "test_accuracy": 0.8}, out)
+        json.dump({"blas": blas, "local_group": group, "samples_per_second": 1000.0,
+                   "last_loss": 0.5, "test_accuracy": 0.8}, out)
     with open(flag("--params-out"), "wb") as out:
         out.write(struct.pack("<4f", *(v * (1 + drift) for v in (0.5, -0.25, 1.0, 2.0))))
 """
@@ -248,8 +252,13 @@ def main():
             c[c.index("--transport") + 1] == "inproc" for c in benches),
               f"2 GPUs: bench runs {benches}", r)
         check({c[c.index("--ranks") + 1] for c in cpu} == {"1", "2"}, "2 GPUs: not 1 and 2 nodes", r)
-        trains = {c[c.index("--blas") + 1] for c in r.calls if c[:2] == ["ringd", "train"]}
-        check(trains == {"cublas", "openblas"}, f"2 GPUs: train runs {trains}", r)
+        trains = [c for c in r.calls if c[:2] == ["ringd", "train"]]
+        check({c[c.index("--blas") + 1] for c in trains} == {"cublas", "openblas"},
+              f"2 GPUs: train runs {trains}", r)
+        on_devices = [c for c in trains if "--local-devices" in c]
+        check(len(on_devices) == 2 and sum("--gpus" in c for c in on_devices) == 1 and all(
+            c[c.index("--local-devices") + 1] == "2" and c[c.index("--ranks") + 1] == "2"
+            for c in on_devices), f"2 GPUs: train over devices {on_devices}", r)
         replays = [c for c in r.calls if c[:3] == ["ringd", "bench", "replay"]]
         check(sorted(c[c.index("--hierarchy") + 1] for c in replays) == ["reduce-bcast", "rs-ag"]
               and all("--gpus" in c and "--check" in c and
@@ -260,16 +269,17 @@ def main():
                        "header 2.99.1", "nccl busbw", "RESULT: PASS"):
             check(needle in text, f"2 GPUs: the report lacks '{needle}'", r)
         check(not report_lines(r, "FAIL") and not report_lines(r, "SKIP") and
-              "cublas against openblas" in report_lines(r, "PASS"),
-              f"2 GPUs: PASS lines {report_lines(r, 'PASS')}", r)
+              {"cublas against openblas", "train --gpus against CPU devices"} <=
+              set(report_lines(r, "PASS")), f"2 GPUs: PASS lines {report_lines(r, 'PASS')}", r)
 
         # 3. Failing steps make the exit status and the report say so.
         r = h.run(FAKE_CTEST_RC="8", FAKE_BENCH_WRONG="nccl:2:rs-ag", FAKE_TRAIN_DRIFT="0.1",
-                  FAKE_REPLAY_WRONG="rs-ag")
+                  FAKE_REPLAY_WRONG="rs-ag", FAKE_GPUS_DRIFT="0.01")
         check(r.returncode == 1, f"failures: exit {r.returncode}, want 1", r)
         check(sorted(report_lines(r, "FAIL")) == ["allreduce nccl-2node-rs-ag",
                                                   "cublas against openblas", "device tests",
-                                                  "engine over the NCCL group (rs-ag)"],
+                                                  "engine over the NCCL group (rs-ag)",
+                                                  "train --gpus against CPU devices"],
               f"failures: FAIL lines {report_lines(r, 'FAIL')}", r)
         check("allreduce nccl-1node-rs-ag" in report_lines(r, "PASS") and
               "RESULT: FAIL" in (r.report_text or ""), "failures: the other steps", r)
@@ -288,7 +298,7 @@ def main():
               all(c[-1] == "CUDA_VISIBLE_DEVICES=-1" for c in benches) and
               sorted(report_lines(r, "SKIP")) == ["allreduce on the NCCL local group",
                                                   "engine over the NCCL group",
-                                                  "train --blas cublas"],
+                                                  "train --blas cublas", "train --gpus"],
               f"--build-only: exit {r.returncode}, benches {benches}", r)
 
         # 6. --skip-build with no nvcc anywhere and case 2's build: nothing installed or built.
@@ -299,7 +309,7 @@ def main():
                   RINGD_GPU_CHECK_COMMIT="abc123-modified")
         benches = [c for c in r.calls if c[:3] == ["ringd", "bench", "allreduce"]]
         trains = [c for c in r.calls if c[:2] == ["ringd", "train"]]
-        check(len(trains) == 2 and all(c[c.index("--data") + 1] == "/packed/data"
+        check(len(trains) == 4 and all(c[c.index("--data") + 1] == "/packed/data"
                                        for c in trains if "--data" in c) and
               all("--data" in c for c in trains), f"RINGD_GPU_CHECK_DATA: train runs {trains}", r)
         check(r.returncode == 0 and not any(c[0] == "cmake" for c in r.calls) and

@@ -132,9 +132,15 @@ std::string cublas_device_problem() {
          cuda_device_status() + "); run on a GPU node or check CUDA_VISIBLE_DEVICES";
 }
 
-std::unique_ptr<Gemm> make_cublas_gemm() {
+std::unique_ptr<Gemm> make_cublas_gemm(int device) {
   const std::string problem = cublas_device_problem();
   if (!problem.empty()) RINGD_THROW(kUnavailable, "cublas matrix products: " << problem);
+  if (device < 0) return std::make_unique<CublasGemm>();
+  const int devices = cuda_device_count();
+  RINGD_CHECK_ARG(device < devices, "cublas matrix products on CUDA device "
+                                        << device << ": this process sees " << devices
+                                        << " (CUDA_VISIBLE_DEVICES?)");
+  const device::CurrentDevice on_device(device);  // CublasGemm takes the current device as its own
   return std::make_unique<CublasGemm>();
 }
 

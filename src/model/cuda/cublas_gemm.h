@@ -36,7 +36,9 @@ namespace ringd::model {
 // Why cuBLAS cannot run in this process ("" when a CUDA device is usable). Never throws.
 std::string cublas_device_problem();
 
-// A cuBLAS backend on the current CUDA device. Throws kUnavailable without a usable device.
-std::unique_ptr<Gemm> make_cublas_gemm();
+// A cuBLAS backend on CUDA device `device` (-1: the current one; the caller's current device is
+// left as it was). Throws kUnavailable without a usable device, kInvalidArgument for a device
+// this process does not see.
+std::unique_ptr<Gemm> make_cublas_gemm(int device = -1);
 
 }  // namespace ringd::model
