@@ -4,8 +4,9 @@
 # NCCL local group against the closed-form values (--check), the same sweep on CPU devices, the
 # fusion engine over the NCCL group (bench replay --gpus --check), the MLP on cuBLAS against
 # OpenBLAS, and `ringd train --gpus` (the MLP's replicas on the GPUs, the gradients averaged
-# through the NCCL group) against the same global batch on CPU devices; then prints a report (GPUs, driver, CUDA and NCCL versions, busbw per size, samples/s,
-# PASS/FAIL per step) and writes it to a file.
+# through the NCCL group) against the same global batch on CPU devices; then prints a report
+# (GPUs, driver, CUDA and NCCL versions, busbw per size, samples/s, PASS/FAIL per step) and
+# writes it to a file.
 #
 #   scripts/gpu_check.sh                 the whole check; exits 77 (skip) at once without a GPU
 #   scripts/gpu_check.sh --build-only    build the CUDA variant and run what needs no GPU (device
@@ -440,16 +441,22 @@ if ((built)); then
 
   # The MLP over the NCCL group: 2 in-process nodes x L GPUs (replica d multiplies on GPU d, the
   # gradients are averaged in GPU memory), against the same global batch on 2 nodes x L CPU
-  # devices (with one GPU both nodes use it, and the group of one makes no NCCL call).
+  # devices; with one GPU both nodes use it (the group of one makes no NCCL call) and the
+  # reference is 2 flat ranks.
   if ((!use_gpu)); then
     record SKIP "train --gpus" "no GPU"
   elif ! have NCCL || ! have CUBLAS; then
     record FAIL "train --gpus" "$config_h says RINGD_HAVE_NCCL or RINGD_HAVE_CUBLAS 0"
   else
     devices_ok=0
-    train_run cpu-devices "train, 2 nodes x $local_devices CPU devices" \
-      "blas=openblas local_group=cpu" --ranks 2 --local-devices "$local_devices" \
-      --hierarchy reduce-bcast --blas openblas && devices_ok=1
+    if ((local_devices > 1)); then
+      train_run cpu-devices "train, 2 nodes x $local_devices CPU devices" \
+        "blas=openblas local_group=cpu" --ranks 2 --local-devices "$local_devices" \
+        --hierarchy reduce-bcast --blas openblas && devices_ok=1
+    else
+      train_run cpu-devices "train, 2 flat ranks" "blas=openblas" --ranks 2 --blas openblas &&
+        devices_ok=1
+    fi
     if train_run gpus "train --gpus, 2 nodes x $local_devices GPU(s)" \
       "blas=cublas local_group=nccl" --ranks 2 --local-devices "$local_devices" \
       --hierarchy reduce-bcast --gpus --blas cublas &&

@@ -127,6 +127,9 @@ elif args[0] == "bench":
 elif args[0] == "train":
     blas = flag("--blas")
     gpus = "--gpus" in args
+    if "--hierarchy" in args and flag("--local-devices", "1") == "1" and not gpus:
+        sys.stderr.write("ringd train: --hierarchy: needs --local-devices > 1\n")
+        sys.exit(2)
     drift = float(os.environ.get("FAKE_GPUS_DRIFT" if gpus else "FAKE_TRAIN_DRIFT", "0")) \
         if blas == "cublas" else 0.0
     group = "nccl" if gpus else "cpu" if "--local-devices" in args else None
@@ -284,12 +287,15 @@ def main():
         check("allreduce nccl-1node-rs-ag" in report_lines(r, "PASS") and
               "RESULT: FAIL" in (r.report_text or ""), "failures: the other steps", r)
 
-        # 4. One GPU: one device per node, hierarchical all the same.
+        # 4. One GPU: one device per node, hierarchical all the same; train --gpus against 2 flat
+        # ranks (CPU devices take no --hierarchy with one device).
         r = h.run(gpus=1)
         benches = [c for c in r.calls if c[:3] == ["ringd", "bench", "allreduce"]]
         check(r.returncode == 0 and benches and all(
             c[c.index("--local-devices") + 1] == "1" and "--hierarchy" in c for c in benches) and
-              "one GPU only" in (r.report_text or ""), "1 GPU: runs or report", r)
+              "one GPU only" in (r.report_text or "") and
+              "train --gpus against CPU devices" in report_lines(r, "PASS"),
+              "1 GPU: runs or report", r)
 
         # 5. --build-only without a GPU.
         r = h.run("--build-only", FAKE_SMI_FAIL="1")
