@@ -17,6 +17,10 @@
 # RINGD_CLUSTER_SUBNET (the first three octets, default 10.77.0). tests/integration/
 # launcher_netns_test.py uses them. RINGD_CLUSTER_TBF_BURST=BYTES replaces the tbf burst chosen
 # below (an arena with more or less burst credit: a result must not depend on it).
+# RINGD_CLUSTER_CONGESTION=NAME (reno, cubic, bbr: what the kernel allows) is every node's default
+# TCP congestion control, the namespace's net.ipv4.tcp_congestion_control: what Open MPI, Gloo
+# and Horovod use (ringd chooses its own, RINGD_TCP_CONGESTION). Unset: the host's default, which
+# new namespaces inherit (up sets it again on a node left from an earlier cluster).
 #
 #              root namespace                          namespace ringd-node<i>
 #   ringd-br0 (bridge, no address) ── ringd-v<i> ══ veth ══ eth0  10.77.0.<i+1>/24
@@ -49,7 +53,7 @@ port_name() { echo "$PORT_PREFIX$1"; }
 node_address() { echo "$SUBNET.$(($1 + 1))"; }
 
 usage() {
-  sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -105,10 +109,28 @@ shape() { # DEV RATE [netns]
   fi
 }
 
+# The nodes' default congestion control: RINGD_CLUSTER_CONGESTION, checked against what the
+# kernel allows, else the host's.
+node_congestion() {
+  local name=${RINGD_CLUSTER_CONGESTION:-} allowed
+  if [[ -z $name ]]; then
+    sysctl -n net.ipv4.tcp_congestion_control
+    return
+  fi
+  allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+  if ! [[ " $allowed " == *" $name "* ]]; then
+    echo "cluster: RINGD_CLUSTER_CONGESTION=$name: this kernel allows $allowed" \
+      "(net.ipv4.tcp_allowed_congestion_control)" >&2
+    exit 2
+  fi
+  echo "$name"
+}
+
 up() {
-  local count=$1 rate=$2 i ns port
+  local count=$1 rate=$2 i ns port congestion
   check_count "$count"
   rate_bits "$rate" >/dev/null
+  congestion=$(node_congestion)
   if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add "$BRIDGE" type bridge
   fi
@@ -121,6 +143,7 @@ up() {
     port=$(port_name "$i")
     ip netns list | grep -w "^$ns" >/dev/null || ip netns add "$ns"
     ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$congestion"
     if ! ip link show "$port" >/dev/null 2>&1; then
       ip -n "$ns" link del eth0 2>/dev/null || true
       ip link add "$port" type veth peer name eth0 netns "$ns"
@@ -131,7 +154,8 @@ up() {
     shape eth0 "$rate" "$ns"
     shape "$port" "$rate"
   done
-  echo "cluster: $count nodes up at $rate (tbf burst $(tbf_burst "$rate") B, latency $TBF_LATENCY):" \
+  echo "cluster: $count nodes up at $rate (tbf burst $(tbf_burst "$rate") B, latency $TBF_LATENCY," \
+    "tcp congestion control $congestion):" \
     "$(node_address 0)..$(node_address $((count - 1))) in $(node_name 0)..$(node_name $((count - 1)))" >&2
 }
 
@@ -164,7 +188,8 @@ status() {
   ip -br link show master "$BRIDGE" 2>/dev/null || echo "(no bridge $BRIDGE)"
   local ns
   for ns in $(ip netns list | awk -v p="$NODE_PREFIX" 'index($1, p) == 1 {print $1}'); do
-    echo "$ns: $(ip -n "$ns" -br addr show eth0 2>/dev/null)"
+    echo "$ns: $(ip -n "$ns" -br addr show eth0 2>/dev/null)" \
+      "tcp congestion control $(ip netns exec "$ns" sysctl -n net.ipv4.tcp_congestion_control)"
     tc -n "$ns" qdisc show dev eth0 2>/dev/null | sed 's/^/  eth0 /'
   done
   tc qdisc show 2>/dev/null | grep -- "$PORT_PREFIX" | sed 's/^/  /' || true

@@ -31,7 +31,9 @@
 # ringd.torch and DDP run in scripts/python_env.sh's environment (torch 2.5.1); Horovod in
 # bench/horovod_env.sh's (torch 2.0.1: the newest torch Horovod 0.28.1 builds against here).
 # Then bench/report_pytorch.py writes DIR/table.md (with the acceptance verdicts) and
-# DIR/pytorch.png.
+# DIR/pytorch.png. The peers' sockets use the nodes' default TCP congestion control: the host's,
+# or RINGD_CLUSTER_CONGESTION's (bench/cluster.sh); ringd's choose their own
+# (RINGD_TCP_CONGESTION, reno). The table's last line says which.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
@@ -53,7 +55,7 @@ out=/tmp/ringd-pytorch
 build_dir=${RINGD_BUILD_DIR:-build}
 
 usage() {
-  sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do

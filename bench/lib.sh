@@ -103,6 +103,9 @@ if commit and changed:
 meta.update({"cpus": os.cpu_count(), "commit": commit, "nice": os.nice(0),
              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "loadavg_start": " ".join(open("/proc/loadavg").read().split()[:3]),
+             # The host's default TCP congestion control (the cluster's nodes inherit it unless
+             # RINGD_CLUSTER_CONGESTION says otherwise): the peers' sockets use it.
+             "host_tcp_congestion": open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip(),
              "ringd_env": {k: v for k, v in os.environ.items()
                            if k.startswith("RINGD_") and "SECRET" not in k}})
 json.dump(meta, open(path, "w"))

@@ -22,10 +22,19 @@ def verdict_lines(verdicts):
 
 
 def provenance_line(meta):
-    """The run's command, commit and load average before -> after, from the script's meta.json."""
-    return "command: `%s` (commit %s, load %s -> %s)" % (
+    """The run's command, commit, load average before -> after and the cluster nodes' default TCP
+    congestion control (the peers' sockets use it; ringd's choose their own), from the script's
+    meta.json."""
+    line = "command: `%s` (commit %s, load %s -> %s" % (
         meta.get("command"), meta.get("commit"), meta.get("loadavg_start"),
         meta.get("loadavg_end"))
+    chosen = meta.get("ringd_env", {}).get("RINGD_CLUSTER_CONGESTION")
+    host = meta.get("host_tcp_congestion")
+    if chosen:
+        line += "; the nodes' default TCP congestion control %s (RINGD_CLUSTER_CONGESTION)" % chosen
+    elif host:
+        line += "; the nodes' default TCP congestion control %s (the host's)" % host
+    return line + ")"
 
 
 def write_report(out_dir, lines, verdicts, meta_path):

@@ -191,6 +191,7 @@ const std::vector<std::string>& script_variables() {
       "RINGD_BUILD_JOBS",
       "RINGD_BUILD_TARGETS",
       "RINGD_CLUSTER_BRIDGE",
+      "RINGD_CLUSTER_CONGESTION",
       "RINGD_CLUSTER_NODE_PREFIX",
       "RINGD_CLUSTER_PORT_PREFIX",
       "RINGD_CLUSTER_SUBNET",

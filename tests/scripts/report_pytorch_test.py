@@ -44,7 +44,9 @@ def main():
     with open(os.path.join(out, "runs.jsonl"), "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in runs))
     with open(os.path.join(out, "meta.json"), "w") as f:
-        json.dump({"command": "bench/compare_pytorch.sh", "commit": "abc"}, f)
+        json.dump({"command": "bench/compare_pytorch.sh", "commit": "abc",
+                   "host_tcp_congestion": "bbr",
+                   "ringd_env": {"RINGD_CLUSTER_CONGESTION": "cubic"}}, f)
     result = subprocess.run([sys.executable, os.path.join(repo, "bench", "report_pytorch.py"),
                              "--out", out, "--meta", os.path.join(out, "meta.json"), "--no-plot"],
                             capture_output=True, text=True, timeout=60)
@@ -58,6 +60,8 @@ def main():
         "| 10gbit | Horovod 0.28.1 (MPI) | 100.0 | 100.0 | +-1.0 | 1.40x |",
         "| 10gbit | ringd.torch | 140.0 | 150.0, 140.0, 100.0 | +-2.0 | - |",
         "| 10gbit | PyTorch DDP (gloo) | 120.0 | 120.0, 160.0, 110.0 | +-1.0 | 1.17x |",
+        # Which congestion control the peers ran on (the nodes', not the host's, when chosen).
+        "the nodes' default TCP congestion control cubic (RINGD_CLUSTER_CONGESTION))",
     ]
     failures = [line for line in expected if line not in text]
     if result.returncode != 0:
