@@ -16,7 +16,8 @@
 #   --rounds R       synthetic: rounds per rate, the frameworks interleaved in each; the report
 #                    compares the medians of the rounds (default 3)
 #   --cnn-epochs E   CNN: epochs per run (default 1)
-#   --frameworks F   ringd, horovod, ddp (default all three)
+#   --frameworks F   ringd, horovod, ddp (default all three), and ddp-ringd: the same DDP on
+#                    ringd's torch.distributed backend
 #   --only PARTS     synthetic, cnn, single, comma-separated (default all)
 #   --out DIR        results (default /tmp/ringd-pytorch)
 #   --build-dir DIR  the build holding ringd's Python package (build/python; default
@@ -55,7 +56,7 @@ out=/tmp/ringd-pytorch
 build_dir=${RINGD_BUILD_DIR:-build}
 
 usage() {
-  sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while [[ $# -gt 0 ]]; do
@@ -85,8 +86,9 @@ check_number --rounds "$rounds" 1 100
 check_number --cnn-epochs "$cnn_epochs" 1 100
 for framework in "${framework_list[@]}"; do
   case $framework in
-    ringd | horovod | ddp) ;;
-    *) echo "$bench_name: --frameworks: unknown '$framework' (ringd, horovod, ddp)" >&2; exit 2 ;;
+    ringd | horovod | ddp | ddp-ringd) ;;
+    *) echo "$bench_name: --frameworks: unknown '$framework' (ringd, horovod, ddp, ddp-ringd)" >&2
+      exit 2 ;;
   esac
 done
 for part in "${parts[@]}"; do
@@ -149,6 +151,8 @@ run_job() {
     ringd) env_flags+=(-x RINGD_TRANSPORT=tcp "${ringd_env[@]}") ;;
     horovod) interpreter=$horovod_python; env_flags=() ;;
     ddp) env_flags+=(-x MASTER_ADDR=10.77.0.1 -x MASTER_PORT=29500 -x GLOO_SOCKET_IFNAME=eth0) ;;
+    ddp-ringd) env_flags+=(-x MASTER_ADDR=10.77.0.1 -x MASTER_PORT=29500 -x RINGD_TRANSPORT=tcp
+      "${ringd_env[@]}") ;;
   esac
   bench_log "$part, $framework, $rate, round $round: $(basename "$script") $*"
   rm -f "$json"

@@ -18,7 +18,11 @@ import statistics
 from report_lib import read_jsonl, write_report
 
 FRAMEWORK_NAMES = {"ringd": "ringd.torch", "horovod": "Horovod 0.28.1 (MPI)",
-                   "ddp": "PyTorch DDP (gloo)", "none": "plain PyTorch"}
+                   "ddp": "PyTorch DDP (gloo)", "ddp-ringd": "PyTorch DDP (ringd backend)",
+                   "none": "plain PyTorch"}
+# The order of the table's rows and the plot's bars; ddp-ringd (DDP on ringd's torch.distributed
+# backend) is ringd's, not a peer: no verdict compares with it.
+FRAMEWORK_ORDER = ("ringd", "ddp-ringd", "horovod", "ddp")
 
 
 
@@ -53,7 +57,7 @@ def synthetic_section(runs, verdicts):
         "|---|---|---:|---|---:|---:|"]
     for rate in sorted({r["rate"] for r in runs}, key=rate_order):
         ringd = medians.get((rate, "ringd"))
-        for framework in ("ringd", "horovod", "ddp"):
+        for framework in FRAMEWORK_ORDER:
             if (rate, framework) not in medians:
                 continue
             median, each, interval = medians[(rate, framework)]
@@ -122,7 +126,7 @@ def plot(runs, path):
     if not runs:
         return False
     rates = sorted({r["rate"] for r in runs}, key=rate_order)
-    frameworks = [f for f in ("ringd", "horovod", "ddp") if any(r["framework"] == f for r in runs)]
+    frameworks = [f for f in FRAMEWORK_ORDER if any(r["framework"] == f for r in runs)]
     medians = synthetic_medians(runs)
     figure, axes = plt.subplots(figsize=(7, 4))
     width = 0.8 / len(frameworks)

@@ -3,6 +3,8 @@
     --framework ringd     import ringd.torch as hvd (the default)
     --framework horovod   import horovod.torch as hvd: the same calls, Horovod's engine
     --framework ddp       torch.distributed (gloo) + DistributedDataParallel
+    --framework ddp-ringd the same DDP on ringd's torch.distributed backend (import ringd.torch;
+                          init_process_group("ringd")): an unmodified DDP script on ringd
     --framework none      plain PyTorch, one process (the baseline a single rank is held to)
 
 Under mpirun the ranks come from Open MPI's variables; under torchrun from RANK/WORLD_SIZE. DDP
@@ -12,7 +14,7 @@ import os
 
 import torch
 
-FRAMEWORKS = ("ringd", "horovod", "ddp", "none")
+FRAMEWORKS = ("ringd", "horovod", "ddp", "ddp-ringd", "none")
 
 
 class Distributed:
@@ -26,7 +28,7 @@ class Distributed:
         self.dist = None
         if framework == "none":
             self.rank, self.size = 0, 1
-        elif framework == "ddp":
+        elif framework in ("ddp", "ddp-ringd"):
             import torch.distributed as dist
 
             self.dist = dist
@@ -35,7 +37,10 @@ class Distributed:
             size = int(env.get("WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE", "1")))
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("MASTER_PORT", "29500")
-            dist.init_process_group("gloo", rank=rank, world_size=size)
+            if framework == "ddp-ringd":
+                import ringd.torch  # noqa: F401 - registers the backend "ringd"
+            dist.init_process_group("gloo" if framework == "ddp" else "ringd", rank=rank,
+                                    world_size=size)
             self.rank, self.size = rank, size
         else:
             if framework == "ringd":
@@ -53,7 +58,7 @@ class Distributed:
         if compression == "dgc" and self.framework != "ringd":
             raise SystemExit(f"--compression dgc: deep gradient compression is ringd's; "
                              f"--framework {self.framework} has none")
-        if compression == "fp16" and self.framework in ("ddp", "none"):
+        if compression == "fp16" and self.framework in ("ddp", "ddp-ringd", "none"):
             raise SystemExit(f"--fp16-allreduce: not with --framework {self.framework}")
         if self.framework == "none":
             return model, optimizer

@@ -31,6 +31,22 @@ def test_a_dead_peer_raises_on_every_survivor_within_the_timeout(tmp_path):
         assert "peer rank" in result["message"] and "rank 2" in result["message"], result
 
 
+def test_a_dead_peer_fails_ddp_on_the_ringd_backend_within_the_timeout(tmp_path):
+    """DDP's reducer waits on the Future the completion thread fails; a plain all_reduce after
+    it raises from the call (ringd.torch.process_group)."""
+    workers = Workers("faults_worker.py", 3, tmp_path, args=["ddp_dead_peer"],
+                      env={"RINGD_TIMEOUT": str(TIMEOUT_S)})
+    codes = workers.wait(timeout=60)
+    assert codes == [0, 0, -signal.SIGKILL], workers.describe(codes)
+    for rank in (0, 1):
+        result = read(tmp_path, rank)
+        for what in ("backward", "all_reduce"):
+            assert result[what]["error"] is not None, (what, result)
+            assert result[what]["seconds"] < 2 * TIMEOUT_S, (what, result)
+        assert "torch.0.allreduce." in result["backward"]["message"], result  # the bucket
+        assert "rank 2" in result["backward"]["message"], result
+
+
 def test_ctrl_c_interrupts_a_blocked_synchronize(tmp_path):
     workers = Workers("faults_worker.py", 2, tmp_path, args=["ctrl_c"])
     deadline = time.monotonic() + 60

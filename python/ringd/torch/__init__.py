@@ -11,7 +11,9 @@ dtype); contiguous CPU tensors go to the engine without a copy, non-contiguous o
 contiguous copy, CUDA tensors through host memory (ringd.torch.tensors). Errors are
 ringd.RingdError subclasses (re-exported here). Not supported: process sets, join(), sparse
 gradients, Adasum. Beyond Horovod: Compression.dgc(...), deep gradient compression in the engine
-(with set_epoch(epoch) for its warm-up; ringd.torch.compression.DGCCompressor).
+(with set_epoch(epoch) for its warm-up; ringd.torch.compression.DGCCompressor); and importing
+ringd.torch registers the torch.distributed backend "ringd" (ringd.torch.process_group), so an
+unmodified DDP script runs on ringd with init_process_group("ringd").
 """
 
 from ringd._core import (
@@ -66,6 +68,13 @@ from ringd.torch.functions import (
     broadcast_parameters,
 )
 from ringd.torch.optimizer import DistributedOptimizer
+
+import torch.distributed as _distributed  # noqa: E402
+
+if _distributed.is_available():  # torch.distributed.init_process_group("ringd")
+    from ringd.torch.process_group import register as _register_backend
+
+    _register_backend()
 
 __all__ = [
     "Average", "Sum", "Min", "Max", "Product", "Compression",
