@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/flag_checks.h"
+#include "ringd/config.h"
 
 namespace ringd::cli {
 
@@ -43,6 +44,19 @@ void add_local_device_options(CLI::App& app, int* devices, std::string* hierarch
   app.add_option("--hierarchy", *hierarchy_text,
                  "with --local-devices > 1: reduce-bcast (default) or rs-ag")
       ->check(CLI::IsMember({"reduce-bcast", "rs-ag"}));
+}
+
+void check_gpus_flag(const std::optional<Compression>& compression) {
+  if (!RINGD_HAVE_NCCL) {
+    throw CLI::ValidationError("--gpus",
+                               "needs a CUDA build with NCCL; this ringd has none "
+                               "(`ringd --version` lists what it was built with)");
+  }
+  if (compression && *compression != Compression::kNone) {
+    throw CLI::ValidationError("--gpus",
+                               "runs uncompressed buckets only (GPU buffers are not "
+                               "copied into fusion buffers); drop --compression");
+  }
 }
 
 Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text,

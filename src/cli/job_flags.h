@@ -29,5 +29,8 @@ void add_job_options(CLI::App& app, job::TopologyFlags* topology, std::string* i
 void add_local_device_options(CLI::App& app, int* devices, std::string* hierarchy_text);
 Hierarchy local_hierarchy(int devices, const std::string& hierarchy_text,
                           const std::optional<Compression>& compression, bool group_of_one = false);
+// --gpus (train, bench replay): refuses, with CLI::ValidationError, a build without NCCL and
+// --compression other than none (GPU buffers are not copied into fusion buffers).
+void check_gpus_flag(const std::optional<Compression>& compression);
 
 }  // namespace ringd::cli

@@ -15,7 +15,6 @@
 #include "cli/output_file.h"
 #include "common/tunables.h"
 #include "job/job_context.h"
-#include "ringd/config.h"
 #include "ringd/error.h"
 #include "ringd/inproc.h"
 #include "runners/replay_runner.h"
@@ -197,18 +196,7 @@ bool parse_replay_command_line(int argc, const char* const* argv, runners::Repla
     if (!config->fusion && config->fusion_threshold_bytes) {
       throw CLI::ValidationError("--fusion-threshold", "contradicts --no-fusion");
     }
-    if (config->gpus) {
-      if (!RINGD_HAVE_NCCL) {
-        throw CLI::ValidationError("--gpus",
-                                   "needs a CUDA build with NCCL; this ringd has none "
-                                   "(`ringd --version` lists what it was built with)");
-      }
-      if (config->compression && *config->compression != Compression::kNone) {
-        throw CLI::ValidationError("--gpus",
-                                   "runs uncompressed buckets only (GPU buffers are not "
-                                   "copied into fusion buffers); drop --compression");
-      }
-    }
+    if (config->gpus) check_gpus_flag(config->compression);
     config->hierarchy = local_hierarchy(config->local_devices, text.hierarchy, config->compression,
                                         /*group_of_one=*/config->gpus);
   });

@@ -20,7 +20,6 @@
 #include "job/job_context.h"
 #include "model/gemm.h"
 #include "model/mlp.h"
-#include "ringd/config.h"
 #include "ringd/error.h"
 #include "ringd/inproc.h"
 #include "runners/train_report.h"
@@ -290,17 +289,9 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
       }
     }
     if (config->gpus) {
-      if (!RINGD_HAVE_NCCL) {
-        throw CLI::ValidationError("--gpus",
-                                   "needs a CUDA build with NCCL; this ringd has none "
-                                   "(`ringd --version` lists what it was built with)");
-      }
+      check_gpus_flag(config->compression);
       if (config->mode == runners::SyncMode::kPs) {
         throw CLI::ValidationError("--gpus", "applies to --mode allreduce only");
-      }
-      if (config->compression && *config->compression != Compression::kNone) {
-        throw CLI::ValidationError("--gpus",
-                                   "runs uncompressed gradients only; drop --compression");
       }
       if (config->blas == "openblas") {
         throw CLI::ValidationError("--gpus",

@@ -131,6 +131,9 @@ class TrainRank {
     }
     RINGD_CHECK_ARG(!config_.group_memory || group_,
                     "group memory needs a local group (local devices > 1, or --gpus)");
+    for (int d = 0; group_memory() && d < devices_; ++d) {
+      group_stop_votes_.push_back(group_->allocate(d, sizeof(float)));
+    }
     if (config_.model == "mlp") {
       const model::Dataset& train = data_.train;
       RINGD_CHECK_ARG(train.features == model_->input_size(),
@@ -552,15 +555,12 @@ class TrainRank {
     stop_votes_.assign(static_cast<size_t>(devices_), static_cast<float>(local_stop_));
     std::vector<void*> votes;  // where the engine sees each device's vote
     for (int d = 0; d < devices_; ++d) {
-      if (!group_memory()) {
+      if (group_memory()) {
+        group_->upload({group_stop_votes_[d].get(), d}, &stop_votes_[d], sizeof(float));
+        votes.push_back(group_stop_votes_[d].get());
+      } else {
         votes.push_back(&stop_votes_[d]);
-        continue;
       }
-      if (group_stop_votes_.size() <= static_cast<size_t>(d)) {
-        group_stop_votes_.push_back(group_->allocate(d, sizeof(float)));
-      }
-      group_->upload({group_stop_votes_[d].get(), d}, &stop_votes_[d], sizeof(float));
-      votes.push_back(group_stop_votes_[d].get());
     }
     Submission vote;
     vote.name = "ringd.stop";

@@ -170,20 +170,27 @@ class ProcessGroupRingd(dist.ProcessGroup):
         op = _ringd_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         return self._allreduce(tensors, op, "allreduce")
 
-    def _allreduce(self, tensors, op, kind):
-        job = _runtime.job()
+    def _in_place(self, tensors, kind, submit):
+        """Each tensor staged in place and handed to submit(name, buffer) -> ringd handle; the
+        handles, and what puts the results into the tensors and returns them."""
         staged, handles = [], []
         for tensor in tensors:
             name = self._name(kind)
             item = self._staged(tensor, name)
             staged.append(item)
-            handles.append(job.allreduce(name, item.buffer, op, "none"))
+            handles.append(submit(name, item.buffer))
 
         def finish():
             for item in staged:
                 item.result()
             return list(tensors)
 
+        return handles, finish
+
+    def _allreduce(self, tensors, op, kind):
+        job = _runtime.job()
+        handles, finish = self._in_place(
+            tensors, kind, lambda name, buffer: job.allreduce(name, buffer, op, "none"))
         if _called_by_autograd():  # DDP's reducer: it waits on the Future, overlapping backward
             self.overlapped_calls += 1
             return self._completions.submit(handles, finish)
@@ -196,19 +203,8 @@ class ProcessGroupRingd(dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         job = _runtime.job()
-        staged, handles = [], []
-        for tensor in tensors:
-            name = self._name("broadcast")
-            item = self._staged(tensor, name)
-            staged.append(item)
-            handles.append(job.broadcast(name, item.buffer, root))
-
-        def finish():
-            for item in staged:
-                item.result()
-            return list(tensors)
-
-        return _completed(handles, finish)
+        return _completed(*self._in_place(
+            tensors, "broadcast", lambda name, buffer: job.broadcast(name, buffer, root)))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         job = _runtime.job()
