@@ -34,6 +34,13 @@ tcp::Fd connect_agent(const std::string& host, uint16_t port, const std::string&
                                       << peer << ": set RINGD_JOB_SECRET or RINGD_JOB_SECRET_FILE");
   }
   if (!host_resolves(host)) {
+    // A name without a dot is what Open MPI makes of a hostfile's FQDN unless it is told to keep
+    // it (ringd launch does): a pod's short name resolves only inside that pod.
+    if (host.find('.') == std::string::npos) {
+      RINGD_THROW(kIo, host << " does not resolve: a short name; in Kubernetes a peer pod resolves "
+                               "as <pod>.<service>.<namespace>.svc.<domain> (running mpirun "
+                               "yourself, give it --mca orte_keep_fqdn_hostnames 1)");
+    }
     RINGD_THROW(kIo, host << " does not resolve (a pod's DNS name appears once its pod exists; "
                              "the headless Service needs publishNotReadyAddresses: true)");
   }

@@ -78,6 +78,11 @@ std::vector<std::string> mpirun_argv(const MpirunPlan& plan) {
   // once and `ringd exec` returns, so neither a lost pod nor a vanished mpirun would end it.
   // Attached, each orted lives as long as its `ringd exec` connection, in both directions.
   mca("orte_leave_session_attached", "1");
+  // Open MPI cuts a hostfile's names at the first dot before it hands them to the rsh agent, and
+  // a pod's short name (ringd-1) does not resolve in another pod: Kubernetes' search path holds
+  // <namespace>.svc.<domain>, not the Service's subdomain. Seen on a real cluster (scripts/
+  // e2e_k8s.sh): "ringd exec: error: ringd-1 does not resolve", every start failing.
+  mca("orte_keep_fqdn_hostnames", "1");
   if (!plan.interface.empty()) {
     mca("btl_tcp_if_include", plan.interface);
     mca("oob_tcp_if_include", plan.interface);

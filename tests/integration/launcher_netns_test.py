@@ -90,10 +90,13 @@ class Cluster:
         for i in range(PODS):
             directory = f"/etc/netns/{namespace(i)}"
             os.makedirs(directory, exist_ok=True)
+            # As on Kubernetes: the kubelet's /etc/hosts names the pod itself (its FQDN and short
+            # name); the peers resolve by their FQDN only (the cluster DNS), so a short peer name
+            # fails here as it does on a real cluster.
             with open(os.path.join(directory, "hosts"), "w") as hosts:
                 hosts.write("127.0.0.1 localhost\n")
                 for j in range(PODS):
-                    hosts.write(f"{address(j)} {dns(j)} ringd-{j}\n")
+                    hosts.write(f"{address(j)} {dns(j)}" + (f" ringd-{j}\n" if j == i else "\n"))
         for i in range(PODS):
             self.start_agent(i)
 

@@ -173,6 +173,27 @@ TEST(ExecServer, PingAnswersWithTheAgentsName) {
             "");
 }
 
+// A short name that does not resolve is what Open MPI sends when it cuts a hostfile's FQDN (seen on
+// a real cluster, scripts/e2e_k8s.sh): the error says so instead of blaming the Service.
+TEST(ExecClient, AShortNameThatDoesNotResolveIsExplained) {
+  for (const char* host : {"no-such-pod-ringd", "no-such-pod-ringd.ringd.default.svc.invalid"}) {
+    RemoteCommand command;
+    command.host = host;
+    command.secret = kSecret;
+    command.command_line = "ringd --version";
+    try {
+      run_remote_command(command);
+      ADD_FAILURE() << host << " resolved";
+    } catch (const Error& error) {
+      const std::string what = error.what();
+      const bool short_name = std::string(host).find('.') == std::string::npos;
+      EXPECT_NE(what.find(std::string(host) + " does not resolve"), std::string::npos) << what;
+      EXPECT_EQ(what.find("orte_keep_fqdn_hostnames") != std::string::npos, short_name) << what;
+      EXPECT_EQ(what.find("publishNotReadyAddresses") != std::string::npos, !short_name) << what;
+    }
+  }
+}
+
 // A raw client: connects, authenticates, starts `line`, returns the channel and the child's pid.
 struct RawClient {
   tcp::Fd fd;

@@ -106,6 +106,7 @@ TEST(LaunchPlan, MpirunCommandLine) {
   EXPECT_TRUE(contains_sequence(argv, {"--mca", "plm_rsh_agent", "/usr/local/bin/ringd exec"}));
   EXPECT_TRUE(contains_sequence(argv, {"--mca", "plm_rsh_no_tree_spawn", "1"}));
   EXPECT_TRUE(contains_sequence(argv, {"--mca", "orte_leave_session_attached", "1"}));
+  EXPECT_TRUE(contains_sequence(argv, {"--mca", "orte_keep_fqdn_hostnames", "1"}));
   EXPECT_TRUE(contains_sequence(argv, {"-x", "RINGD_TIMEOUT"}));
   EXPECT_TRUE(contains_sequence(argv, {"ringd", "train", "--epochs", "1"}));
   EXPECT_EQ(argv.back(), "1");
