@@ -179,7 +179,7 @@ int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
   BlockedStopSignals signals;
   SpawnOptions spawn;
   spawn.argv = argv;
-  spawn.environment = current_environment();
+  spawn.environment = mpirun_environment(current_environment());
   const char* path = std::getenv("PATH");
   spawn.path = path ? path : "/usr/local/bin:/usr/bin:/bin";
   spawn.pipe_stdio = false;

@@ -102,6 +102,14 @@ std::vector<std::string> mpirun_argv(const MpirunPlan& plan) {
   return argv;
 }
 
+std::vector<std::string> mpirun_environment(std::vector<std::string> environment) {
+  for (const std::string& entry : environment) {
+    if (entry.rfind("SHELL=", 0) == 0) return environment;
+  }
+  environment.push_back("SHELL=/bin/sh");
+  return environment;
+}
+
 std::vector<std::string> forwarded_variables(const std::vector<std::string>& environment) {
   std::vector<std::string> names;
   for (const std::string& entry : environment) {

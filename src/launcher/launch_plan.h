@@ -55,6 +55,13 @@ struct MpirunPlan {
 
 std::vector<std::string> mpirun_argv(const MpirunPlan& plan);
 
+// mpirun's environment: `environment` ("NAME=VALUE" entries) with SHELL=/bin/sh added when it is
+// missing. Open MPI asks the user's login shell how to word the remote command and falls back to
+// $SHELL; the image's user has nologin and a container sets no SHELL, so without it mpirun warns
+// "local probe returned unhandled shell:unknown assuming bash" at every start (seen on a real
+// cluster, scripts/e2e_k8s.sh).
+std::vector<std::string> mpirun_environment(std::vector<std::string> environment);
+
 // Names of RINGD_* variables in `environment` ("NAME=VALUE" entries) that mpirun should forward:
 // all but the job secret ones (remote processes inherit the secret from their own pod's agent, and
 // -x would carry it through Open MPI's unauthenticated launch channel).

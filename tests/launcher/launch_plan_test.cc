@@ -93,6 +93,13 @@ bool contains_sequence(const std::vector<std::string>& argv, const std::vector<s
   return std::search(argv.begin(), argv.end(), seq.begin(), seq.end()) != argv.end();
 }
 
+TEST(LaunchPlan, MpirunGetsAShellWhenTheContainerSetsNone) {
+  EXPECT_EQ(mpirun_environment({"PATH=/bin", "RINGD_TIMEOUT=60"}),
+            (std::vector<std::string>{"PATH=/bin", "RINGD_TIMEOUT=60", "SHELL=/bin/sh"}));
+  EXPECT_EQ(mpirun_environment({"SHELL=/bin/zsh", "PATH=/bin"}),
+            (std::vector<std::string>{"SHELL=/bin/zsh", "PATH=/bin"}));
+}
+
 TEST(LaunchPlan, MpirunCommandLine) {
   MpirunPlan plan;
   plan.ringd_path = "/usr/local/bin/ringd";
