@@ -4,7 +4,10 @@
 #   docker build -t ringd:0.1.0 .
 #   docker build --build-arg CUDA_VERSION=12.8.1 -t ringd:0.1.0-cuda12 .   # nodes with older drivers
 #   docker build --build-arg VARIANT=cpu -t ringd:0.1.0-cpu .              # CPU only, no CUDA base
+#   podman build --build-arg VARIANT=cpu --build-arg CPU_BASE=debian:bookworm -t ringd:0.1.0-cpu .
 #
+# Needs a builder that skips the stages the variant does not use (BuildKit, podman/buildah): the
+# classic `docker build` of dockerd 20.10 would pull both variants' bases.
 # Two stages, each on the variant's base: `build` compiles ringd (on NVIDIA's CUDA devel image, or
 # plain Ubuntu for VARIANT=cpu) with the same two scripts the README and CI use
 # (scripts/install_deps.sh, scripts/build.sh); tests/k8s/dockerfile_test.py checks that it does,
@@ -14,23 +17,31 @@
 # (mpirun, orted). The cpu variant is a few hundred MB instead of several GB: the k8s cpu, cpu-job
 # and ps overlays use it (tag 0.1.0-cpu).
 #
-# Never built here: this machine has no Docker engine. hadolint lints it (scripts/validate_k8s.sh).
+# The cpu variant is built and run for real by scripts/e2e/build_images.sh (podman, FROM a Debian 12
+# base made with mmdebstrap) and applied to a real cluster by scripts/e2e_k8s.sh; the cuda variant
+# has not been built (NVIDIA's bases cannot be pulled here). hadolint lints both
+# (scripts/validate_k8s.sh).
 
 # CUDA 13.0 is what CI's CUDA build compiles with (scripts/test.sh); it needs an R580 or newer
 # driver on the nodes. Both stages must use the same version.
 ARG CUDA_VERSION=13.0.0
 # cuda (default) or cpu: which base the stages below start from.
 ARG VARIANT=cuda
+# The cpu variant's base, for both stages: any Debian or Ubuntu release that has the packages
+# scripts/install_deps.sh installs (Ubuntu 22.04 and Debian 12 are built; the e2e suite uses Debian 12).
+ARG CPU_BASE=ubuntu:22.04
 
 # ---- the variants' bases ----------------------------------------------------------------------
 # IMAGE_WITH_CUDA: the build's -DRINGD_WITH_CUDA (ON, not AUTO, so that a missing CUDA fails the
 # cuda build instead of silently producing an image without it).
 FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04 AS build-cuda
 ENV IMAGE_WITH_CUDA=ON
-FROM ubuntu:22.04 AS build-cpu
+# hadolint ignore=DL3006
+FROM ${CPU_BASE} AS build-cpu
 ENV IMAGE_WITH_CUDA=OFF
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04 AS runtime-cuda
-FROM ubuntu:22.04 AS runtime-cpu
+# hadolint ignore=DL3006
+FROM ${CPU_BASE} AS runtime-cpu
 
 # ---- build ------------------------------------------------------------------------------------
 # hadolint ignore=DL3006

@@ -6,6 +6,10 @@
 # Runs as root, or through `sudo` when that is available without a password prompt. CUDA, NCCL and
 # cuBLAS are not installed here: the CUDA build is used when /usr/local/cuda (or nvcc on PATH) is
 # already present, and skipped otherwise.
+#
+#   scripts/install_deps.sh              ringd's build, test and demo packages
+#   scripts/install_deps.sh PKG [PKG..]  these packages instead (the opt-in suites' tools, e.g.
+#                                        scripts/e2e/: podman, docker.io, etcd-server)
 set -euo pipefail
 
 packages=(
@@ -16,9 +20,10 @@ packages=(
   libopenblas-dev zlib1g-dev dataset-fashion-mnist
   libibverbs-dev rdma-core
   python3 python3-dev python3-numpy python3-venv
-  iproute2 procps
+  iproute2 procps jq
   git clang-format
 )
+(($# == 0)) || packages=("$@")
 
 say() { echo "install_deps: $*" >&2; }
 die() {

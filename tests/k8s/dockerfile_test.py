@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The Dockerfile builds ringd the way the README and CI do, and ships what the manifests expect.
 
-No Docker engine exists here, so the image is never built; this checks, from the Dockerfile's text:
+The default suite builds no image (scripts/e2e_k8s.sh does, opt-in); this checks, from the
+Dockerfile's text:
   - the build stage installs dependencies only through scripts/install_deps.sh, called as
     scripts/test.sh calls it, and builds only through scripts/build.sh, with -D options the project
     defines and, where scripts/test.sh's CUDA build sets the same option, the same value;
   - the two variants (ARG VARIANT=cuda|cpu): the build and runtime stages start from the variant's
     base, the cuda ones from one pinned CUDA version (devel, then runtime, Ubuntu 22.04), the cpu
-    ones from the same Ubuntu; the cuda variant builds with -DRINGD_WITH_CUDA=ON, the cpu one OFF;
+    ones from ARG CPU_BASE (default the same Ubuntu); the cuda variant builds with -DRINGD_WITH_CUDA=ON, the cpu one OFF;
   - the runtime stage takes the binary from where CMake puts it (checked against a real build when
     given), installs the list scripts/runtime_packages.sh made from it, runs as the non-root uid
     that k8s/base/statefulset.yaml runs as, and starts `ringd agent`;
@@ -123,7 +124,7 @@ def dockerignore_excludes(patterns, path):
 def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     preamble, found = stages(instructions(dockerfile))
 
-    # ---- the variants' bases: one pinned CUDA version (devel, then runtime), or plain Ubuntu ----
+    # ---- the variants' bases: one pinned CUDA version (devel, then runtime), or plain Ubuntu (CPU_BASE) ----
     args = dict(a[2].split("=", 1) for a in preamble if a[1] == "ARG" and "=" in a[2])
     cuda = args.get("CUDA_VERSION", "")
     check(re.fullmatch(r"\d+\.\d+\.\d+", cuda),
@@ -131,6 +132,9 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     check(args.get("VARIANT") == "cuda",
           f"Dockerfile: ARG VARIANT={args.get('VARIANT')!r} before the first FROM: the default "
           "must be cuda (the image scripts/test.sh's CUDA build corresponds to)")
+    check(args.get("CPU_BASE") == "ubuntu:22.04",
+          f"Dockerfile: ARG CPU_BASE={args.get('CPU_BASE')!r} before the first FROM: the published "
+          "cpu image's default base must be ubuntu:22.04 (the e2e suite passes debian:bookworm)")
     by_name = {}
     for source, steps in found:
         image, _, name = source.partition(" AS ")
@@ -138,8 +142,8 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     expected_bases = {
         "build-cuda": "nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04",
         "runtime-cuda": "nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04",
-        "build-cpu": "ubuntu:22.04",
-        "runtime-cpu": "ubuntu:22.04",
+        "build-cpu": "${CPU_BASE}",
+        "runtime-cpu": "${CPU_BASE}",
         "build": "build-${VARIANT}",
         "runtime": "runtime-${VARIANT}",
     }
@@ -273,8 +277,9 @@ MUTANTS = [
     ("Dockerfile", "USER 10001:10001", "", "no USER"),
     ("Dockerfile", '["ringd", "agent"]', '["ringd"]', "ENTRYPOINT"),
     ("Dockerfile", "-runtime-ubuntu22.04", "-runtime-ubuntu24.04", "runtime stage runtime-cuda"),
-    ("Dockerfile", "FROM ubuntu:22.04 AS runtime-cpu", "FROM ubuntu:24.04 AS runtime-cpu",
+    ("Dockerfile", "FROM ${CPU_BASE} AS runtime-cpu", "FROM ubuntu:24.04 AS runtime-cpu",
      "runtime stage runtime-cpu"),
+    ("Dockerfile", "ARG CPU_BASE=ubuntu:22.04", "ARG CPU_BASE=ubuntu:24.04", "CPU_BASE"),
     ("Dockerfile", "ENV IMAGE_WITH_CUDA=OFF", "ENV IMAGE_WITH_CUDA=ON", "cpu OFF"),
     ("Dockerfile", "ARG VARIANT=cuda", "ARG VARIANT=cpu", "default must be cuda"),
     ("Dockerfile", "ARG CUDA_VERSION=13.0.0", "ARG CUDA_VERSION=latest", "must pin"),

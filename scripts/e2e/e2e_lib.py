@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The real-cluster suite's judgements, kept out of bash so that tests/scripts/e2e_lib_test.py can
+check them without a cluster:
+
+  e2e_lib.py summary TRAIN_JSON          one line: steps, accuracy, samples/s, digest
+  e2e_lib.py torch-summary JSON          the same for examples/pytorch/fashion_mnist.py --json
+  e2e_lib.py restart REFERENCE RESTARTED  exit 0 when the restarted job resumed (start_step > 0)
+                                          and ended with the reference's parameters, bitwise
+  e2e_lib.py peers POD_IP PEER_IP...      reads /proc/net/tcp text on stdin (pod 0's network
+                                          namespace); exit 0 when ringd's connections run from
+                                          POD_IP to the job's other pods and nothing else
+Each prints one line saying what it found (on failure: why).
+"""
+import json
+import socket
+import struct
+import sys
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def summary(train):
+    acc = train.get("test_accuracy")
+    acc_text = "none" if acc is None else f"{acc:.4f}"
+    resumed = train.get("resumed_from") or ""
+    return (
+        f"{train['ranks']} ranks over {train['transport']} ({train['mode']} mode), steps "
+        f"{train['start_step']}..{train['steps']}, test accuracy {acc_text}, "
+        f"{train['samples_per_second']:.0f} samples/s, params_sha256 {train['params_sha256'][:16]}"
+        + (f", resumed from {resumed}" if resumed else "")
+    )
+
+
+def torch_summary(result):
+    epochs = result.get("epochs") or []
+    if not epochs:
+        return "no epoch finished"
+    return (f"{result['ranks']} ranks ({result['framework']}), test accuracy "
+            + ", ".join(f"{e['test_accuracy']:.4f}" for e in epochs)
+            + f" after epochs 1..{len(epochs)}")
+
+
+def restart(reference, restarted):
+    """(ok, line): the restarted run resumed from a checkpoint and matches the reference bitwise."""
+    for name, t in (("reference", reference), ("restarted", restarted)):
+        if not t.get("params_sha256"):
+            return False, f"the {name} run's train.json has no params_sha256"
+    if reference["start_step"] != 0:
+        return False, f"the reference run did not start at step 0 (start_step {reference['start_step']})"
+    if restarted["start_step"] <= 0 or not restarted.get("resumed_from"):
+        return False, (
+            "the restarted job did not resume from a checkpoint (start_step "
+            f"{restarted['start_step']}, resumed_from {restarted.get('resumed_from')!r}): the pod "
+            "was lost before a checkpoint, or launch retrained from the start")
+    if restarted["steps"] != reference["steps"]:
+        return False, (f"the runs ended at different steps: reference {reference['steps']}, "
+                       f"restarted {restarted['steps']}")
+    if restarted["params_sha256"] != reference["params_sha256"]:
+        return False, (
+            f"the restarted job's parameters differ from the reference run's: params_sha256 "
+            f"{restarted['params_sha256'][:16]} vs {reference['params_sha256'][:16]}")
+    return True, (
+        f"restart: job b resumed at step {restarted['start_step']} "
+        f"({restarted['resumed_from']}) and ended at step {restarted['steps']} with job a's "
+        f"parameters bitwise (params_sha256 {reference['params_sha256'][:16]})")
+
+
+def tcp_connections(text):
+    """(local_ip, local_port, remote_ip, remote_port) of every ESTABLISHED IPv4 socket in
+    /proc/net/tcp's text."""
+    out = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4 or fields[3] != "01":  # 01: TCP_ESTABLISHED
+            continue
+        ends = []
+        for end in fields[1:3]:
+            ip_hex, port_hex = end.split(":")
+            ip = socket.inet_ntoa(struct.pack("<I", int(ip_hex, 16)))
+            ends += [ip, int(port_hex, 16)]
+        out.append(tuple(ends))
+    return out
+
+
+def peers(text, pod_ip, peer_ips):
+    """(ok, line): pod 0's established connections go from its own eth0 address to the job's other
+    pods (and loopback, which Open MPI and the agent use inside the pod), and reach every peer."""
+    conns = tcp_connections(text)
+    peer_set = set(peer_ips)
+    external = [c for c in conns if not c[0].startswith("127.") and not c[2].startswith("127.")]
+    stray = [c for c in external if c[0] != pod_ip or c[2] not in peer_set]
+    reached = sorted({c[2] for c in external if c[0] == pod_ip and c[2] in peer_set})
+    if not external:
+        return False, "pod 0 has no established connection to another pod (was the job running?)"
+    if stray:
+        c = stray[0]
+        return False, (f"pod 0 has a connection {c[0]}:{c[1]} -> {c[2]}:{c[3]} that is not between "
+                       f"the job's pods ({pod_ip} -> {sorted(peer_set)})")
+    if reached != sorted(peer_set):
+        return False, (f"pod 0 reaches only {reached} of its peers {sorted(peer_set)} over the pod "
+                       "network")
+    return True, (f"pod network: pod 0 ({pod_ip}, its eth0) holds {len(external)} connections, "
+                  f"every one to the job's other pods {sorted(peer_set)}")
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] in ("summary", "torch-summary"):
+        print((summary if argv[1] == "summary" else torch_summary)(load(argv[2])))
+        return 0
+    if len(argv) == 4 and argv[1] == "restart":
+        ok, line = restart(load(argv[2]), load(argv[3]))
+    elif len(argv) >= 4 and argv[1] == "peers":
+        ok, line = peers(sys.stdin.read(), argv[2], argv[3:])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print(line)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
