@@ -45,6 +45,7 @@ pytorch=1
 [[ ${RINGD_E2E_PYTORCH:-1} != 0 ]] || pytorch=0
 t_start=$SECONDS
 work=$(mktemp -d /tmp/ringd-e2e.XXXXXX)
+# shellcheck disable=SC2317  # run by the trap
 cleanup() {
   rm -rf "$work"
   if [[ ${RINGD_E2E_KEEP:-0} == 1 ]]; then
@@ -79,9 +80,10 @@ t0=$SECONDS
 images=(ringd:0.1.0-cpu)
 ((pytorch)) && images+=(ringd-pytorch:0.1.0)
 for image in "${images[@]}"; do
-  podman save --format docker-archive "localhost/$image" | "$DOCKER" load >/dev/null &&
-    "$DOCKER" tag "localhost/$image" "$image" ||
+  if ! podman save --format docker-archive "localhost/$image" | "$DOCKER" load >/dev/null ||
+    ! "$DOCKER" tag "localhost/$image" "$image"; then
     fail "copying $image from podman into the cluster's dockerd failed"
+  fi
 done
 note "images copied into the node's dockerd in $((SECONDS - t0)) s: ${images[*]}"
 
@@ -118,8 +120,7 @@ $(pod_table)"
 done
 note "8 pods Ready $((SECONDS - t0)) s after apply"
 while read -r line; do note "  $line"; done < <(pod_table)
-check_pod_network e2e-a-ringd 4 || fail "$NETWORK_WHY"
-note "$NETWORK_NOTE"
+sample_tcp e2e-a-ringd-0 "$work/tcp-a.txt"
 
 # Mid-training: once job b's rank 0 has written its first checkpoint, delete one of its pods.
 victim=e2e-b-ringd-2
@@ -144,6 +145,10 @@ $(k logs "e2e-$job-ringd-0" --tail=30 2>&1)"
   note "job $job: $(summarize_train "$work/train-$job.json")"
 done
 note "both jobs finished $((SECONDS - t0)) s after apply"
+kill "$SAMPLER" 2>/dev/null
+wait "$SAMPLER" 2>/dev/null
+check_pod_network e2e-a-ringd 4 "$work/tcp-a.txt" || fail "$NETWORK_WHY"
+note "$NETWORK_NOTE"
 k logs e2e-b-ringd-0 >"$work/launch-b.log" 2>&1
 note "job b's launch log (pod 0), its lines about the lost pod and the restart:"
 while read -r line; do note "  ${line:0:160}"; done < <(

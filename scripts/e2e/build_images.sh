@@ -48,13 +48,31 @@ if ! podman image exists "$base"; then
   podman import --quiet "$tarball" "$base" >/dev/null || die "podman import $tarball failed"
 fi
 
+# pip inside a build trusts what the host's pip trusts: the host's CA bundle and a pip.conf naming
+# it (and the host's index, if it sets one) are mounted into the RUN steps only, never into the
+# image. Needed wherever PyPI is reached through a TLS-inspecting proxy, as here.
+pip_mounts() {
+  local bundle=/etc/ssl/certs/ca-certificates.crt index
+  [[ -s $bundle ]] || return 0
+  {
+    echo "[global]"
+    echo "cert = /run/ringd-e2e/ca.crt"
+    index=$(python3 -m pip config get global.index-url 2>/dev/null || true)
+    [[ -z $index ]] || echo "index-url = $index"
+  } >"$E2E_CACHE/pip.conf"
+  echo "--volume=$bundle:/run/ringd-e2e/ca.crt:ro"
+  echo "--volume=$E2E_CACHE/pip.conf:/etc/pip.conf:ro"
+}
+
 report=()
-# build TAG DOCKERFILE BUILD-ARG...
+# build TAG DOCKERFILE [--volume=...]... BUILD-ARG...
 build() {
   local tag=$1 file=$2
   shift 2
   local args=() a t0=$SECONDS
-  for a in "$@"; do args+=(--build-arg "$a"); done
+  for a in "$@"; do
+    if [[ $a == --volume=* ]]; then args+=("$a"); else args+=(--build-arg "$a"); fi
+  done
   say "building $tag from $file"
   # --format docker: the OCI format has no SHELL, and podman would run every RUN with /bin/sh
   # instead of the Dockerfiles' bash -o pipefail (it warns, and builds on).
@@ -71,7 +89,8 @@ $(tail -n 30 "$E2E_CACHE/build-${tag//[\/:]/_}.log")"
 
 build localhost/ringd:0.1.0-cpu Dockerfile VARIANT=cpu CPU_BASE=$base
 if ((pytorch)); then
-  build localhost/ringd-pytorch:0.1.0 examples/pytorch/Dockerfile \
+  mapfile -t mounts < <(pip_mounts)
+  build localhost/ringd-pytorch:0.1.0 examples/pytorch/Dockerfile "${mounts[@]}" \
     RINGD_IMAGE=localhost/ringd:0.1.0-cpu CPU_BASE=$base TORCH_INDEX_URL=
 fi
 

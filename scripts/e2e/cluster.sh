@@ -217,8 +217,8 @@ down() {
   [[ -z $pid ]] || { kill "$pid" 2>/dev/null; sleep 1; }
   if [[ -S $DOCKER_SOCK ]]; then
     local ids
-    ids=$("$DOCKER" -H "unix://$DOCKER_SOCK" ps -aq 2>/dev/null || true)
-    [[ -z $ids ]] || "$DOCKER" -H "unix://$DOCKER_SOCK" rm -f $ids >/dev/null 2>&1 || true
+    mapfile -t ids < <("$DOCKER" -H "unix://$DOCKER_SOCK" ps -aq 2>/dev/null || true)
+    ((${#ids[@]} == 0)) || "$DOCKER" -H "unix://$DOCKER_SOCK" rm -f "${ids[@]}" >/dev/null 2>&1 || true
   fi
   for name in "${DAEMONS[@]}"; do
     pid=$(pid_of "$name" || true)

@@ -7,8 +7,9 @@ check them without a cluster:
   e2e_lib.py restart REFERENCE RESTARTED  exit 0 when the restarted job resumed (start_step > 0)
                                           and ended with the reference's parameters, bitwise
   e2e_lib.py peers POD_IP PEER_IP...      reads /proc/net/tcp text on stdin (pod 0's network
-                                          namespace); exit 0 when ringd's connections run from
-                                          POD_IP to the job's other pods and nothing else
+                                          namespace; several samples may follow each other);
+                                          exit 0 when the job's connections ran from POD_IP to
+                                          every other pod of the job and nowhere else
 Each prints one line saying what it found (on failure: why).
 """
 import json
@@ -70,9 +71,9 @@ def restart(reference, restarted):
 
 def tcp_connections(text):
     """(local_ip, local_port, remote_ip, remote_port) of every ESTABLISHED IPv4 socket in
-    /proc/net/tcp's text."""
+    /proc/net/tcp's text (or in several copies of it one after the other), each once."""
     out = []
-    for line in text.splitlines()[1:]:
+    for line in text.splitlines():
         fields = line.split()
         if len(fields) < 4 or fields[3] != "01":  # 01: TCP_ESTABLISHED
             continue
@@ -81,7 +82,8 @@ def tcp_connections(text):
             ip_hex, port_hex = end.split(":")
             ip = socket.inet_ntoa(struct.pack("<I", int(ip_hex, 16)))
             ends += [ip, int(port_hex, 16)]
-        out.append(tuple(ends))
+        if tuple(ends) not in out:
+            out.append(tuple(ends))
     return out
 
 
@@ -102,8 +104,8 @@ def peers(text, pod_ip, peer_ips):
     if reached != sorted(peer_set):
         return False, (f"pod 0 reaches only {reached} of its peers {sorted(peer_set)} over the pod "
                        "network")
-    return True, (f"pod network: pod 0 ({pod_ip}, its eth0) holds {len(external)} connections, "
-                  f"every one to the job's other pods {sorted(peer_set)}")
+    return True, (f"pod network: pod 0 ({pod_ip}, its eth0) held {len(external)} connections "
+                  f"during the job, every one to the job's other pods {sorted(peer_set)}")
 
 
 def main(argv):

@@ -50,7 +50,7 @@ fi
 
 # Debian's Go 1.19 builds the vendored tree in GOPATH mode; the hack/ scripts set GOPATH up under
 # _output. Go's build cache lives in the cache folder so that a second build starts warm.
-export GO111MODULE=off GOFLAGS= GOCACHE=$E2E_CACHE/gocache KUBE_BUILD_PLATFORMS=linux/amd64
+export GO111MODULE=off GOFLAGS='' GOCACHE=$E2E_CACHE/gocache KUBE_BUILD_PLATFORMS=linux/amd64
 export KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean
 cd "$tree"
 start=$SECONDS

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the variables are for the scripts that source this
 # Shared by scripts/e2e/*.sh: where the real-cluster suite keeps what it builds and runs, and small
 # helpers. Sourced, never run.
 #

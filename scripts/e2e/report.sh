@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the *_NOTE/*_WHY variables are read by the caller
 # scripts/e2e_k8s.sh's report and its kubectl steps. Sourced after lib.sh, with k() (kubectl in the
 # suite's namespace), NS, KUBECTL, KUBECONFIG and E2E_STATE set. The judgements themselves are in
 # e2e_lib.py (unit-tested); these functions fetch what they judge.
@@ -108,7 +108,7 @@ wait_pod_replaced() {
 # wait_first_checkpoint POD SECONDS: sets CHECKPOINT_NAME, or CHECKPOINT_WHY.
 wait_first_checkpoint() {
   local pod=$1 deadline=$((SECONDS + $2))
-  CHECKPOINT_NAME= CHECKPOINT_WHY=
+  CHECKPOINT_NAME='' CHECKPOINT_WHY=''
   while ((SECONDS < deadline)); do
     CHECKPOINT_NAME=$(k exec "$pod" -- ls /var/lib/ringd/checkpoints 2>/dev/null | grep '^ckpt-' | head -n1 || true)
     [[ -n $CHECKPOINT_NAME ]] && return 0
@@ -123,10 +123,20 @@ $(k logs "$pod" --tail=20 2>&1)"
   return 1
 }
 
-# check_pod_network STATEFULSET N: during training, pod 0's connections (its own /proc/net/tcp)
-# run between the pods' own addresses. Sets NETWORK_NOTE or NETWORK_WHY.
+# sample_tcp POD FILE: pod 0's established connections (its own /proc/net/tcp, in its network
+# namespace), sampled 10 times a second for up to 120 s into FILE, in the background (the job's
+# training can be over in seconds). Sets SAMPLER (the pid: kill it once the job has ended).
+sample_tcp() {
+  # shellcheck disable=SC2016  # expanded by the pod's sh
+  k exec "$1" -- sh -c 'i=0; while [ $i -lt 1200 ]; do awk "\$4 == \"01\"" /proc/net/tcp; sleep 0.1; i=$((i + 1)); done' \
+    >"$2" 2>/dev/null &
+  SAMPLER=$!
+}
+
+# check_pod_network STATEFULSET N FILE: the connections sampled in FILE ran between the pods' own
+# addresses. Sets NETWORK_NOTE or NETWORK_WHY.
 check_pod_network() {
-  local sts=$1 n=$2 ips=() i host_ips try out
+  local sts=$1 n=$2 file=$3 ips=() i host_ips out
   for ((i = 0; i < n; i++)); do ips+=("$(k get pod "$sts-$i" -o jsonpath='{.status.podIP}')"); done
   host_ips=$(hostname -I 2>/dev/null || true)
   for i in "${ips[@]}"; do
@@ -135,15 +145,11 @@ check_pod_network() {
       return 1
     fi
   done
-  # The job connects a few seconds after its pods are Ready: try for up to 60 s.
-  for try in $(seq 60); do
-    if out=$(k exec "$sts-0" -- cat /proc/net/tcp | "$E2E_DIR/e2e_lib.py" peers "${ips[@]}"); then
-      NETWORK_NOTE="$out; the pods' addresses ${ips[*]} are on the cluster bridge, not the host's ($host_ips)"
-      return 0
-    fi
-    sleep 1
-  done
-  NETWORK_WHY=$out
+  if out=$("$E2E_DIR/e2e_lib.py" peers "${ips[@]}" <"$file"); then
+    NETWORK_NOTE="$out; the pods' addresses ${ips[*]} are on the cluster bridge, not the host's ($host_ips)"
+    return 0
+  fi
+  NETWORK_WHY="$out ($(grep -c . "$file") sampled lines)"
   return 1
 }
 

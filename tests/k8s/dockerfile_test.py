@@ -254,8 +254,13 @@ def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
               f".dockerignore: {must}/ is sent to the build")
     tracked = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True,
                              check=True).stdout.split()
-    needed = [p for p in tracked if p == "CMakeLists.txt" or
-              p.split("/")[0] in ("cmake", "src", "include", "proto", "scripts", "data")]
+    # What the two images' builds read: the C++ tree and its scripts, and for examples/pytorch's
+    # wheel the Python package, pyproject.toml (whose readme is README.md) and the examples. The
+    # opt-in e2e suite (scripts/e2e*) builds the images and is not part of them.
+    needed = [p for p in tracked if p in ("CMakeLists.txt", "pyproject.toml", "README.md") or
+              p.split("/")[0] in ("cmake", "src", "include", "proto", "scripts", "data",
+                                  "python", "examples")]
+    needed = [p for p in needed if not p.startswith(("scripts/e2e/", "scripts/e2e_k8s.sh"))]
     check(needed, "git ls-files lists no sources")
     for path in needed:
         pattern = dockerignore_excludes(patterns, path)
@@ -286,6 +291,7 @@ MUTANTS = [
     ("Dockerfile", "/src/build-image/bin/ringd", "/src/build-image/ringd", "COPY"),
     (".dockerignore", "build*/", "build*/\nsrc/", "keeps src/"),
     (".dockerignore", "build*/", "", "build/ is sent"),
+    (".dockerignore", "scripts/e2e/", "python/", "keeps python/"),
 ]
 
 
