@@ -145,8 +145,7 @@ $(k logs "e2e-$job-ringd-0" --tail=30 2>&1)"
   note "job $job: $(summarize_train "$work/train-$job.json")"
 done
 note "both jobs finished $((SECONDS - t0)) s after apply"
-kill "$SAMPLER" 2>/dev/null
-wait "$SAMPLER" 2>/dev/null
+stop_sampler
 check_pod_network e2e-a-ringd 4 "$work/tcp-a.txt" || fail "$NETWORK_WHY"
 note "$NETWORK_NOTE"
 k logs e2e-b-ringd-0 >"$work/launch-b.log" 2>&1

@@ -89,11 +89,12 @@ def tcp_connections(text):
 
 def peers(text, pod_ip, peer_ips):
     """(ok, line): pod 0's established connections go from its own eth0 address to the job's other
-    pods (and loopback, which Open MPI and the agent use inside the pod), and reach every peer."""
+    pods (or to itself: rank 0 joins the store it serves by its own address; loopback, which Open
+    MPI and the agent use inside the pod, is left aside), and reach every peer."""
     conns = tcp_connections(text)
     peer_set = set(peer_ips)
     external = [c for c in conns if not c[0].startswith("127.") and not c[2].startswith("127.")]
-    stray = [c for c in external if c[0] != pod_ip or c[2] not in peer_set]
+    stray = [c for c in external if c[0] != pod_ip or c[2] not in peer_set | {pod_ip}]
     reached = sorted({c[2] for c in external if c[0] == pod_ip and c[2] in peer_set})
     if not external:
         return False, "pod 0 has no established connection to another pod (was the job running?)"
@@ -105,7 +106,8 @@ def peers(text, pod_ip, peer_ips):
         return False, (f"pod 0 reaches only {reached} of its peers {sorted(peer_set)} over the pod "
                        "network")
     return True, (f"pod network: pod 0 ({pod_ip}, its eth0) held {len(external)} connections "
-                  f"during the job, every one to the job's other pods {sorted(peer_set)}")
+                  f"during the job, every one to itself or the job's other pods "
+                  f"{sorted(peer_set)}")
 
 
 def main(argv):

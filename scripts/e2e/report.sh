@@ -124,13 +124,24 @@ $(k logs "$pod" --tail=20 2>&1)"
 }
 
 # sample_tcp POD FILE: pod 0's established connections (its own /proc/net/tcp, in its network
-# namespace), sampled 10 times a second for up to 120 s into FILE, in the background (the job's
-# training can be over in seconds). Sets SAMPLER (the pid: kill it once the job has ended).
+# namespace), sampled 10 times a second into FILE, in the background (the job's training can be
+# over in seconds); an exec that ends early is started again (its errors in FILE.err). Sets
+# SAMPLER: stop_sampler ends it once the job has ended.
 sample_tcp() {
-  # shellcheck disable=SC2016  # expanded by the pod's sh
-  k exec "$1" -- sh -c 'i=0; while [ $i -lt 1200 ]; do awk "\$4 == \"01\"" /proc/net/tcp; sleep 0.1; i=$((i + 1)); done' \
-    >"$2" 2>/dev/null &
+  (
+    while :; do
+      # shellcheck disable=SC2016  # expanded by the pod's sh
+      k exec "$1" -- sh -c 'i=0; while [ $i -lt 600 ]; do awk "\$4 == \"01\"" /proc/net/tcp; sleep 0.1; i=$((i + 1)); done' \
+        2>>"$2.err" || sleep 0.5
+    done
+  ) >"$2" &
   SAMPLER=$!
+}
+stop_sampler() {
+  pkill -P "$SAMPLER" 2>/dev/null
+  kill "$SAMPLER" 2>/dev/null
+  wait "$SAMPLER" 2>/dev/null
+  pkill -P "$SAMPLER" 2>/dev/null || true
 }
 
 # check_pod_network STATEFULSET N FILE: the connections sampled in FILE ran between the pods' own
@@ -146,10 +157,10 @@ check_pod_network() {
     fi
   done
   if out=$("$E2E_DIR/e2e_lib.py" peers "${ips[@]}" <"$file"); then
-    NETWORK_NOTE="$out; the pods' addresses ${ips[*]} are on the cluster bridge, not the host's ($host_ips)"
+    NETWORK_NOTE="$out; the pods' addresses ${ips[*]} are on the cluster bridge, not the host's ($host_ips); $(grep -c . "$file") lines sampled, $(awk 'END { print NR }' "$file.err" 2>/dev/null || echo 0) exec errors"
     return 0
   fi
-  NETWORK_WHY="$out ($(grep -c . "$file") sampled lines)"
+  NETWORK_WHY="$out ($(grep -c . "$file") sampled lines; the sampler's errors: $(tail -n 3 "$file.err" 2>/dev/null))"
   return 1
 }
 

@@ -80,6 +80,8 @@ def test_peers():
     good += [("127.0.0.1", 5000, "127.0.0.1", 5001, "01"), (pod, 29400, "0.0.0.0", 0, "0A")]
     ok, line = e2e_lib.peers(proc_net_tcp(good), pod, others)
     check(ok and "3 connections" in line, f"connections to every peer pass: {line}")
+    ok, line = e2e_lib.peers(proc_net_tcp(good + [(pod, 5, pod, 6, "01")]), pod, others)
+    check(ok and "4 connections" in line, f"a connection to the pod's own address passes: {line}")
     # Samples taken one after the other: each connection counted once, and a peer seen in any
     # sample counts (the job connects and ends between samples).
     samples = proc_net_tcp(good[:2]) + proc_net_tcp(good[:1]) + proc_net_tcp(good[1:])
