@@ -114,13 +114,14 @@ for job in a b; do
     fail "kubectl apply -k of the cpu overlay (job $job) failed: $(cat "$work/apply-$job.log")"
 done
 note "applied: $(grep -c . "$work/apply-a.log") objects per job"
+# From the first moment pod 0 runs: a job's training can be over 3 s after its pods are Ready.
+sample_tcp e2e-a-ringd-0 "$work/tcp-a.txt"
 for job in a b; do
   wait_pods_ready "e2e-$job-ringd" 4 240 || fail "job $job's pods were not Ready within 240 s:
 $(pod_table)"
 done
 note "8 pods Ready $((SECONDS - t0)) s after apply"
 while read -r line; do note "  $line"; done < <(pod_table)
-sample_tcp e2e-a-ringd-0 "$work/tcp-a.txt"
 
 # Mid-training: once job b's rank 0 has written its first checkpoint, delete one of its pods.
 victim=e2e-b-ringd-2

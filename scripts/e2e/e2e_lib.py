@@ -6,6 +6,8 @@ check them without a cluster:
   e2e_lib.py torch-summary JSON          the same for examples/pytorch/fashion_mnist.py --json
   e2e_lib.py restart REFERENCE RESTARTED  exit 0 when the restarted job resumed (start_step > 0)
                                           and ended with the reference's parameters, bitwise
+  e2e_lib.py listeners IP0 IP1...         reads pod 0's log on stdin; exit 0 when every rank r
+                                          says its tcp transport listens on pod r's address IPr
   e2e_lib.py peers POD_IP PEER_IP...      reads /proc/net/tcp text on stdin (pod 0's network
                                           namespace; several samples may follow each other);
                                           exit 0 when the job's connections ran from POD_IP to
@@ -13,6 +15,7 @@ check them without a cluster:
 Each prints one line saying what it found (on failure: why).
 """
 import json
+import re
 import socket
 import struct
 import sys
@@ -69,6 +72,27 @@ def restart(reference, restarted):
         f"parameters bitwise (params_sha256 {reference['params_sha256'][:16]})")
 
 
+LISTENING = re.compile(r"rank (\d+): tcp transport listening on ([0-9.]+):(\d+)")
+
+
+def listeners(log, pod_ips):
+    """(ok, line): each rank r's tcp transport listened on pod r's own address (ranks map to the
+    hostfile's pods in order, one slot each)."""
+    seen = {}
+    for m in LISTENING.finditer(log):
+        seen.setdefault(int(m.group(1)), set()).add(m.group(2))
+    if not seen:
+        return False, "pod 0's log names no rank's listening address (RINGD_LOG_LEVEL=info?)"
+    wrong = [f"rank {r} on {sorted(ips)}, pod {r} is {pod_ips[r] if r < len(pod_ips) else '?'}"
+             for r, ips in sorted(seen.items()) if r >= len(pod_ips) or ips != {pod_ips[r]}]
+    missing = [r for r in range(len(pod_ips)) if r not in seen]
+    if wrong or missing:
+        return False, ("ranks not on their pods' addresses: " + "; ".join(wrong)
+                       + (f"; no address logged for ranks {missing}" if missing else ""))
+    return True, (f"every rank's tcp transport listened on its own pod's address "
+                  f"({', '.join(f'rank {r} {pod_ips[r]}' for r in range(len(pod_ips)))})")
+
+
 def tcp_connections(text):
     """(local_ip, local_port, remote_ip, remote_port) of every ESTABLISHED IPv4 socket in
     /proc/net/tcp's text (or in several copies of it one after the other), each once."""
@@ -87,13 +111,18 @@ def tcp_connections(text):
     return out
 
 
+AGENT_HTTP_PORT = 29401
+
+
 def peers(text, pod_ip, peer_ips):
     """(ok, line): pod 0's established connections go from its own eth0 address to the job's other
     pods (or to itself: rank 0 joins the store it serves by its own address; loopback, which Open
     MPI and the agent use inside the pod, is left aside), and reach every peer."""
     conns = tcp_connections(text)
     peer_set = set(peer_ips)
-    external = [c for c in conns if not c[0].startswith("127.") and not c[2].startswith("127.")]
+    # Left aside: loopback, and the agent's HTTP port (the kubelet's probes come from the node).
+    external = [c for c in conns if not c[0].startswith("127.") and not c[2].startswith("127.")
+                and c[1] != AGENT_HTTP_PORT]
     stray = [c for c in external if c[0] != pod_ip or c[2] not in peer_set | {pod_ip}]
     reached = sorted({c[2] for c in external if c[0] == pod_ip and c[2] in peer_set})
     if not external:
@@ -116,6 +145,8 @@ def main(argv):
         return 0
     if len(argv) == 4 and argv[1] == "restart":
         ok, line = restart(load(argv[2]), load(argv[3]))
+    elif len(argv) >= 3 and argv[1] == "listeners":
+        ok, line = listeners(sys.stdin.read(), argv[2:])
     elif len(argv) >= 4 and argv[1] == "peers":
         ok, line = peers(sys.stdin.read(), argv[2], argv[3:])
     else:

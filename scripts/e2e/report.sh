@@ -156,8 +156,13 @@ check_pod_network() {
       return 1
     fi
   done
+  local listening
+  if ! listening=$(k logs "$sts-0" | "$E2E_DIR/e2e_lib.py" listeners "${ips[@]}"); then
+    NETWORK_WHY=$listening
+    return 1
+  fi
   if out=$("$E2E_DIR/e2e_lib.py" peers "${ips[@]}" <"$file"); then
-    NETWORK_NOTE="$out; the pods' addresses ${ips[*]} are on the cluster bridge, not the host's ($host_ips); $(grep -c . "$file") lines sampled, $(awk 'END { print NR }' "$file.err" 2>/dev/null || echo 0) exec errors"
+    NETWORK_NOTE="$listening; $out; the pods' addresses are on the cluster bridge, not the host's ($host_ips); $(grep -c . "$file") lines sampled, $(awk 'END { print NR }' "$file.err" 2>/dev/null || echo 0) exec attempts refused (before the pod ran)"
     return 0
   fi
   NETWORK_WHY="$out ($(grep -c . "$file") sampled lines; the sampler's errors: $(tail -n 3 "$file.err" 2>/dev/null))"

@@ -63,6 +63,20 @@ def test_restart():
           f"the PyTorch example's summary: {line}")
 
 
+def test_listeners():
+    ips = ["10.213.0.5", "10.213.0.2", "10.213.0.3"]
+    log = "".join(f"[ringd r{r} I 2026 pod-{r} 15] rank {r}: tcp transport listening on {ip}:4{r}\n"
+                  for r, ip in enumerate(ips))
+    ok, line = e2e_lib.listeners("ringd launch: mpirun ...\n" + log, ips)
+    check(ok and "rank 2 10.213.0.3" in line, f"every rank on its pod's address passes: {line}")
+    ok, line = e2e_lib.listeners(log.replace("10.213.0.2", "192.0.2.2"), ips)
+    check(not ok and "rank 1 on ['192.0.2.2']" in line, f"a rank on another address fails: {line}")
+    ok, line = e2e_lib.listeners(log.split("\n", 1)[1], ips)
+    check(not ok and "ranks [0]" in line, f"a rank that logged no address fails: {line}")
+    ok, line = e2e_lib.listeners("nothing\n", ips)
+    check(not ok and "names no rank" in line, f"a log without addresses fails: {line}")
+
+
 def hexaddr(ip, port):
     return "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(ip))[0], port)
 
@@ -82,6 +96,9 @@ def test_peers():
     check(ok and "3 connections" in line, f"connections to every peer pass: {line}")
     ok, line = e2e_lib.peers(proc_net_tcp(good + [(pod, 5, pod, 6, "01")]), pod, others)
     check(ok and "4 connections" in line, f"a connection to the pod's own address passes: {line}")
+    probe = (pod, 29401, "10.213.0.1", 40000, "01")
+    ok, line = e2e_lib.peers(proc_net_tcp(good + [probe]), pod, others)
+    check(ok and "3 connections" in line, f"the kubelet's probes of the agent are left aside: {line}")
     # Samples taken one after the other: each connection counted once, and a peer seen in any
     # sample counts (the job connects and ends between samples).
     samples = proc_net_tcp(good[:2]) + proc_net_tcp(good[:1]) + proc_net_tcp(good[1:])
@@ -239,6 +256,7 @@ def main():
     try:
         test_restart()
         test_peers()
+        test_listeners()
         if shutil.which("jq"):
             test_dns_feeder(work)
             test_runc_clamp(work)
