@@ -165,41 +165,11 @@ k delete -k "$work/k8s/e2e/b" --wait=false >/dev/null 2>&1
 wait_no_pods 120 || fail "the cpu jobs' pods did not go within 120 s of kubectl delete -k"
 
 section "the ps overlay (4 workers, 2 parameter servers)"
-t0=$SECONDS
-k apply -k "$work/k8s/e2e/ps" >"$work/apply-ps.log" 2>&1 ||
-  fail "kubectl apply -k of the ps overlay failed: $(cat "$work/apply-ps.log")"
-wait_pods_ready e2e-ps-ringd 4 240 || fail "the ps job's workers were not Ready within 240 s:
-$(pod_table)"
-out=$(timeout 900 "$KUBECTL" --kubeconfig "$KUBECONFIG" -n "$NS" exec e2e-ps-ringd-0 -- \
-  ringd status --wait 2>&1)
-rc=$?
-((rc == 0)) || fail "the ps job did not train (ringd status --wait exit $rc): $out
-$(k logs e2e-ps-ringd-0 --tail=30 2>&1)"
-k exec e2e-ps-ringd-0 -- cat /var/lib/ringd/train.json >"$work/train-ps.json" ||
-  fail "cannot read the ps job's train.json"
-note "ps job: $(summarize_train "$work/train-ps.json") ($((SECONDS - t0)) s after apply)"
-while read -r line; do note "  $line"; done < <(pod_table)
-k delete -k "$work/k8s/e2e/ps" --wait=false >/dev/null 2>&1
-wait_no_pods 120 || fail "the ps job's pods did not go within 120 s of kubectl delete -k"
+run_job ps e2e-ps-ringd summary 900
 
 if ((pytorch)); then
   section "the pytorch overlay (examples/pytorch/fashion_mnist.py through ringd.torch, 4 pods)"
-  t0=$SECONDS
-  k apply -k "$work/k8s/e2e/pt" >"$work/apply-pt.log" 2>&1 ||
-    fail "kubectl apply -k of the pytorch overlay failed: $(cat "$work/apply-pt.log")"
-  wait_pods_ready e2e-pt-ringd 4 240 || fail "the pytorch job's pods were not Ready within 240 s:
-$(pod_table)"
-  out=$(timeout 1500 "$KUBECTL" --kubeconfig "$KUBECONFIG" -n "$NS" exec e2e-pt-ringd-0 -- \
-    ringd status --wait 2>&1)
-  rc=$?
-  ((rc == 0)) || fail "the pytorch job did not train (ringd status --wait exit $rc): $out
-$(k logs e2e-pt-ringd-0 --tail=30 2>&1)"
-  k exec e2e-pt-ringd-0 -- cat /var/lib/ringd/train.json >"$work/train-pt.json" ||
-    fail "cannot read the pytorch job's train.json"
-  note "pytorch job: $("$E2E_DIR/e2e_lib.py" torch-summary "$work/train-pt.json") ($((SECONDS - t0)) s after apply)"
-  while read -r line; do note "  $line"; done < <(pod_table)
-  k delete -k "$work/k8s/e2e/pt" --wait=false >/dev/null 2>&1
-  wait_no_pods 120 || fail "the pytorch job's pods did not go within 120 s of kubectl delete -k"
+  run_job pt e2e-pt-ringd torch-summary 1500
 fi
 
 section "not run here"

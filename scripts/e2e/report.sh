@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034  # the *_NOTE/*_WHY variables are read by the caller
+# shellcheck shell=bash disable=SC2034,SC2154  # *_NOTE/*_WHY are read by the caller; work, NS, k() are its
 # scripts/e2e_k8s.sh's report and its kubectl steps. Sourced after lib.sh, with k() (kubectl in the
 # suite's namespace), NS, KUBECTL, KUBECONFIG and E2E_STATE set. The judgements themselves are in
 # e2e_lib.py (unit-tested); these functions fetch what they judge.
@@ -189,4 +189,26 @@ wait_no_pods() {
     sleep 1
   done
   return 1
+}
+
+# run_job NAME STATEFULSET SUMMARY TIMEOUT: applies WORK/k8s/e2e/NAME, waits for its 4 worker pods,
+# reads how it ended with `ringd status --wait` on pod 0 (at most TIMEOUT s) and its train.json
+# (judged by `e2e_lib.py SUMMARY`), notes both and the pods, deletes the job. Needs `work`.
+run_job() {
+  local name=$1 sts=$2 kind=$3 limit=$4 t0=$SECONDS out rc
+  k apply -k "$work/k8s/e2e/$name" >"$work/apply-$name.log" 2>&1 ||
+    fail "kubectl apply -k of the $name job failed: $(cat "$work/apply-$name.log")"
+  wait_pods_ready "$sts" 4 240 || fail "the $name job's pods were not Ready within 240 s:
+$(pod_table)"
+  out=$(timeout "$limit" "$KUBECTL" --kubeconfig "$KUBECONFIG" -n "$NS" exec "$sts-0" -- \
+    ringd status --wait 2>&1)
+  rc=$?
+  ((rc == 0)) || fail "the $name job did not train (ringd status --wait exit $rc): $out
+$(k logs "$sts-0" --tail=30 2>&1)"
+  k exec "$sts-0" -- cat /var/lib/ringd/train.json >"$work/train-$name.json" ||
+    fail "cannot read the $name job's train.json"
+  note "$name job: $("$E2E_DIR/e2e_lib.py" "$kind" "$work/train-$name.json") ($((SECONDS - t0)) s after apply)"
+  while read -r line; do note "  $line"; done < <(pod_table)
+  k delete -k "$work/k8s/e2e/$name" --wait=false >/dev/null 2>&1
+  wait_no_pods 120 || fail "the $name job's pods did not go within 120 s of kubectl delete -k"
 }
