@@ -9,7 +9,7 @@
 # Needs a builder that skips the stages the variant does not use (BuildKit, podman/buildah): the
 # classic `docker build` of dockerd 20.10 would pull both variants' bases.
 # Two stages, each on the variant's base: `build` compiles ringd (on NVIDIA's CUDA devel image, or
-# plain Ubuntu for VARIANT=cpu) with the same two scripts the README and CI use
+# CPU_BASE, plain Ubuntu by default, for VARIANT=cpu) with the same two scripts the README and CI use
 # (scripts/install_deps.sh, scripts/build.sh); tests/k8s/dockerfile_test.py checks that it does,
 # and with options the project defines. `runtime` starts from the matching CUDA runtime image
 # (cudart, cuBLAS, NCCL), or the same Ubuntu for VARIANT=cpu, and adds only what ringd loads at run
@@ -27,8 +27,9 @@
 ARG CUDA_VERSION=13.0.0
 # cuda (default) or cpu: which base the stages below start from.
 ARG VARIANT=cuda
-# The cpu variant's base, for both stages: any Debian or Ubuntu release that has the packages
-# scripts/install_deps.sh installs (Ubuntu 22.04 and Debian 12 are built; the e2e suite uses Debian 12).
+# The cpu variant's base, for both stages: a Debian or Ubuntu release that has the packages
+# scripts/install_deps.sh installs (the e2e suite builds it on Debian 12; the Ubuntu 22.04 default
+# has not been built here).
 ARG CPU_BASE=ubuntu:22.04
 
 # ---- the variants' bases ----------------------------------------------------------------------

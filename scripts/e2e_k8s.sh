@@ -133,28 +133,16 @@ t_del=$SECONDS
 wait_pod_replaced "$victim" "$old_uid" 180 || fail "the StatefulSet did not bring $victim back within 180 s"
 note "$victim back (new uid) and Ready $((SECONDS - t_del)) s after the delete"
 
-for job in a b; do
-  out=$(timeout 900 "$KUBECTL" --kubeconfig "$KUBECONFIG" -n "$NS" exec "e2e-$job-ringd-0" -- \
-    ringd status --wait 2>&1)
-  rc=$?
-  note "job $job: kubectl exec e2e-$job-ringd-0 -- ringd status --wait: exit $rc: $(head -n1 <<<"$out")"
-  ((rc == 0)) || fail "job $job did not train (ringd status --wait exit $rc):
-$out
-$(k logs "e2e-$job-ringd-0" --tail=30 2>&1)"
-  k exec "e2e-$job-ringd-0" -- cat /var/lib/ringd/train.json >"$work/train-$job.json" ||
-    fail "job $job: cannot read train.json from e2e-$job-ringd-0"
-  note "job $job: $(summarize_train "$work/train-$job.json")"
-done
+for job in a b; do read_outcome "$job" "e2e-$job-ringd" summary 900; done
 note "both jobs finished $((SECONDS - t0)) s after apply"
 stop_sampler
 check_pod_network e2e-a-ringd 4 "$work/tcp-a.txt" || fail "$NETWORK_WHY"
 note "$NETWORK_NOTE"
-k logs e2e-b-ringd-0 >"$work/launch-b.log" 2>&1
+for job in a b; do k logs "e2e-$job-ringd-0" >"$work/launch-$job.log" 2>&1; done
 note "job b's launch log (pod 0), its lines about the lost pod and the restart:"
 while read -r line; do note "  ${line:0:160}"; done < <(
   grep -E '^ringd (launch|agent)' "$work/launch-b.log" | grep -i -E 'restart|resum|lost|fail|answer|signal' | head -n 10)
 for job in a b; do
-  k logs "e2e-$job-ringd-0" >"$work/launch-$job.log" 2>&1
   warnings=$(grep -c 'WARNING' "$work/launch-$job.log" || true)
   note "job $job: pod 0's log has $warnings WARNING line(s)$( ((warnings == 0)) || echo ": $(grep -m1 WARNING "$work/launch-$job.log" | cut -c1-120)")"
 done

@@ -69,7 +69,7 @@ report=()
 build() {
   local tag=$1 file=$2
   shift 2
-  local args=() a t0=$SECONDS
+  local args=() a t0=$SECONDS log=$E2E_CACHE/build-${tag//[\/:]/_}.log
   for a in "$@"; do
     if [[ $a == --volume=* ]]; then args+=("$a"); else args+=(--build-arg "$a"); fi
   done
@@ -79,9 +79,8 @@ build() {
   # --network host: RUN steps reach the mirror through the host's network, and podman makes no
   # CNI bridge (cni-podman0) that would outlive the build.
   podman build --pull=never --layers --format docker --network host -f "$REPO_ROOT/$file" "${args[@]}" -t "$tag" "$REPO_ROOT" \
-    >"$E2E_CACHE/build-${tag//[\/:]/_}.log" 2>&1 ||
-    die "podman build of $tag failed; the end of $E2E_CACHE/build-${tag//[\/:]/_}.log:
-$(tail -n 30 "$E2E_CACHE/build-${tag//[\/:]/_}.log")"
+    >"$log" 2>&1 || die "podman build of $tag failed; the end of $log:
+$(tail -n 30 "$log")"
   local size
   size=$(podman image inspect --format '{{.Size}}' "$tag")
   report+=("$(printf '%-34s %5d MB  built in %4d s' "$tag" $((size / 1000000)) $((SECONDS - t0)))")

@@ -181,10 +181,7 @@ up() {
   # hybrid cgroups), no iptables chains, no swap check, the pods' DNS on the bridge; it listens on
   # the bridge address, where the API server reaches it for logs and exec (client cert checked).
   mkdir -p "$E2E_STATE/kubelet"
-  cat >"$E2E_STATE/kubelet.kubeconfig" <<KC
-$(sed 's/namespace: default/namespace: kube-system/' "$KUBECONFIG_FILE")
-KC
-  start kubelet "$K8S_BIN/kubelet" --kubeconfig "$E2E_STATE/kubelet.kubeconfig" \
+  start kubelet "$K8S_BIN/kubelet" --kubeconfig "$KUBECONFIG_FILE" \
     --root-dir "$E2E_STATE/kubelet" --cert-dir "$E2E_STATE/kubelet/pki" \
     --tls-cert-file "$pki/kubelet.crt" --tls-private-key-file "$pki/kubelet.key" \
     --container-runtime docker --docker-endpoint "unix://$DOCKER_SOCK" --cgroup-driver cgroupfs \

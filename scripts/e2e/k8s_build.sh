@@ -2,8 +2,8 @@
 # Builds the Kubernetes control plane and kubelet that scripts/e2e/cluster.sh runs, once, from
 # Debian 12's `kubernetes` source package (1.20.2: Debian packages no server binaries, and nothing
 # else can be downloaded here). Kept in $RINGD_E2E_CACHE/kubernetes/bin; a second run with the four
-# binaries present returns at once. Takes ~15-25 min on 2 cores the first time (Go's build cache
-# is kept too, so an interrupted build resumes).
+# binaries and pause present returns at once. Took 528-674 s on 2 cores the first time (Go's build
+# cache is kept too, so an interrupted build resumes).
 #
 #   scripts/e2e/k8s_build.sh      # kube-apiserver kube-controller-manager kube-scheduler kubelet
 set -euo pipefail
@@ -14,7 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 missing=()
 for b in "${binaries[@]}"; do [[ -x $K8S_BIN/$b ]] || missing+=("$b"); done
-if ((${#missing[@]} == 0)); then
+if ((${#missing[@]} == 0)) && [[ -x $K8S_BIN/pause ]]; then
   say "cached: ${binaries[*]} in $K8S_BIN ($("$K8S_BIN/kubelet" --version 2>&1))"
   exit 0
 fi

@@ -169,8 +169,6 @@ check_pod_network() {
   return 1
 }
 
-summarize_train() { "$E2E_DIR/e2e_lib.py" summary "$1"; }
-
 # check_restart_result REFERENCE RESTARTED: sets RESTART_NOTE or RESTART_WHY.
 check_restart_result() {
   local out
@@ -191,23 +189,32 @@ wait_no_pods() {
   return 1
 }
 
+# read_outcome NAME STATEFULSET SUMMARY TIMEOUT: how the job ended, asked the documented way
+# (`kubectl exec POD-0 -- ringd status --wait`, at most TIMEOUT s; FAIL unless it trained), and its
+# train.json from pod 0 into WORK/train-NAME.json, judged by `e2e_lib.py SUMMARY`; notes both.
+read_outcome() {
+  local name=$1 sts=$2 kind=$3 limit=$4 out rc
+  out=$(timeout "$limit" "$KUBECTL" --kubeconfig "$KUBECONFIG" -n "$NS" exec "$sts-0" -- \
+    ringd status --wait 2>&1)
+  rc=$?
+  note "$name: kubectl exec $sts-0 -- ringd status --wait: exit $rc: $(head -n1 <<<"$out")"
+  ((rc == 0)) || fail "the $name job did not train (ringd status --wait exit $rc): $out
+$(k logs "$sts-0" --tail=30 2>&1)"
+  k exec "$sts-0" -- cat /var/lib/ringd/train.json >"$work/train-$name.json" ||
+    fail "cannot read the $name job's train.json from $sts-0"
+  note "$name: $("$E2E_DIR/e2e_lib.py" "$kind" "$work/train-$name.json")"
+}
+
 # run_job NAME STATEFULSET SUMMARY TIMEOUT: applies WORK/k8s/e2e/NAME, waits for its 4 worker pods,
-# reads how it ended with `ringd status --wait` on pod 0 (at most TIMEOUT s) and its train.json
-# (judged by `e2e_lib.py SUMMARY`), notes both and the pods, deletes the job. Needs `work`.
+# reads how it ended (read_outcome), notes the pods, deletes the job. Needs `work`.
 run_job() {
-  local name=$1 sts=$2 kind=$3 limit=$4 t0=$SECONDS out rc
+  local name=$1 sts=$2 kind=$3 limit=$4 t0=$SECONDS
   k apply -k "$work/k8s/e2e/$name" >"$work/apply-$name.log" 2>&1 ||
     fail "kubectl apply -k of the $name job failed: $(cat "$work/apply-$name.log")"
   wait_pods_ready "$sts" 4 240 || fail "the $name job's pods were not Ready within 240 s:
 $(pod_table)"
-  out=$(timeout "$limit" "$KUBECTL" --kubeconfig "$KUBECONFIG" -n "$NS" exec "$sts-0" -- \
-    ringd status --wait 2>&1)
-  rc=$?
-  ((rc == 0)) || fail "the $name job did not train (ringd status --wait exit $rc): $out
-$(k logs "$sts-0" --tail=30 2>&1)"
-  k exec "$sts-0" -- cat /var/lib/ringd/train.json >"$work/train-$name.json" ||
-    fail "cannot read the $name job's train.json"
-  note "$name job: $("$E2E_DIR/e2e_lib.py" "$kind" "$work/train-$name.json") ($((SECONDS - t0)) s after apply)"
+  read_outcome "$name" "$sts" "$kind" "$limit"
+  note "$name: trained $((SECONDS - t0)) s after apply"
   while read -r line; do note "  $line"; done < <(pod_table)
   k delete -k "$work/k8s/e2e/$name" --wait=false >/dev/null 2>&1
   wait_no_pods 120 || fail "the $name job's pods did not go within 120 s of kubectl delete -k"

@@ -8,7 +8,8 @@ Dockerfile's text:
     defines and, where scripts/test.sh's CUDA build sets the same option, the same value;
   - the two variants (ARG VARIANT=cuda|cpu): the build and runtime stages start from the variant's
     base, the cuda ones from one pinned CUDA version (devel, then runtime, Ubuntu 22.04), the cpu
-    ones from ARG CPU_BASE (default the same Ubuntu); the cuda variant builds with -DRINGD_WITH_CUDA=ON, the cpu one OFF;
+    ones from ARG CPU_BASE (default the same Ubuntu); the cuda variant builds with
+    -DRINGD_WITH_CUDA=ON, the cpu one OFF;
   - the runtime stage takes the binary from where CMake puts it (checked against a real build when
     given), installs the list scripts/runtime_packages.sh made from it, runs as the non-root uid
     that k8s/base/statefulset.yaml runs as, and starts `ringd agent`;
@@ -124,7 +125,7 @@ def dockerignore_excludes(patterns, path):
 def check_all(repo, dockerfile, dockerignore, binary=None, build_dir=None):
     preamble, found = stages(instructions(dockerfile))
 
-    # ---- the variants' bases: one pinned CUDA version (devel, then runtime), or plain Ubuntu (CPU_BASE) ----
+    # ---- the variants' bases: one pinned CUDA version (devel, then runtime), or CPU_BASE ----
     args = dict(a[2].split("=", 1) for a in preamble if a[1] == "ARG" and "=" in a[2])
     cuda = args.get("CUDA_VERSION", "")
     check(re.fullmatch(r"\d+\.\d+\.\d+", cuda),
