@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/suggest.h"
 #include "common/text.h"
@@ -25,16 +26,17 @@ const char* env(const char* name) {
   return (value && *value) ? value : nullptr;
 }
 
+// A job secret is a few dozen bytes; a bound keeps a wrong path (a log, /dev/zero) from costing
+// memory.
+constexpr size_t kMaxSecretBytes = 64 * 1024;
+
 std::string read_secret_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    RINGD_THROW(
-        kInvalidArgument,
-        "RINGD_JOB_SECRET_FILE=" << path << " cannot be read; point it at the job's secret file");
+  std::string secret;
+  if (!read_state_file(path, kMaxSecretBytes, "RINGD_JOB_SECRET_FILE", &secret)) {
+    RINGD_THROW(kInvalidArgument, "RINGD_JOB_SECRET_FILE=" << path
+                                                           << " does not exist; point it at the "
+                                                              "job's secret file");
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  std::string secret = contents.str();
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   if (secret.empty()) {
     RINGD_THROW(kInvalidArgument, "RINGD_JOB_SECRET_FILE=" << path << " is empty");

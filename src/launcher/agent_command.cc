@@ -15,6 +15,7 @@
 
 #include "cli/flag_checks.h"
 #include "cli/version.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/tunables.h"
 #include "launcher/child_process.h"
@@ -62,6 +63,8 @@ struct AgentFlags {
 // How often the agent looks for orphans to reap when no SIGCHLD woke it (SIGCHLD is the main
 // trigger; the poll covers one coalesced with another while it was reaping).
 constexpr int kReapPollMs = 1000;
+// The metrics file holds a few dozen Prometheus lines; a bound keeps a wrong file out of /metrics.
+constexpr size_t kMaxMetricsFileBytes = 1 << 20;
 
 // The agent's state that /metrics and /readyz read (atomics: the HTTP thread reads them).
 struct LaunchState {
@@ -112,12 +115,14 @@ std::string render_metrics(const ExecServerStats& stats, const LaunchState& laun
                   std::to_string(launch.exit_code.load()));
   }
   // What the training process reported (docs/launcher.md: the metrics file).
-  std::ifstream file(metrics_file);
-  if (file) {
-    std::stringstream text;
-    text << file.rdbuf();
-    out += text.str();
-    if (!out.empty() && out.back() != '\n') out += '\n';
+  std::string text;
+  try {
+    if (read_state_file(metrics_file, kMaxMetricsFileBytes, "the training's metrics file", &text)) {
+      out += text;
+      if (!out.empty() && out.back() != '\n') out += '\n';
+    }
+  } catch (const std::exception& error) {
+    out += "# ringd agent: skipped: " + std::string(error.what()) + "\n";
   }
   return out;
 }

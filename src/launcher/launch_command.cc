@@ -426,15 +426,17 @@ int run_launch_command(int argc, const char* const* argv) {
 
   if (!flags.no_marker) {
     std::string record;
-    if (read_marker(flags.marker, &record)) {
-      std::printf(
-          "ringd launch: the job already finished (%s says %s); not training again. "
-          "Delete the marker to run it again.\n",
-          flags.marker.c_str(),
-          record.empty() ? "nothing" : record.substr(0, record.find('\n')).c_str());
-      return kLaunchOk;
-    }
     try {
+      // Something that is not a marker file at its path (a directory, a FIFO) is an error, not
+      // "already finished".
+      if (read_marker(flags.marker, &record)) {
+        std::printf(
+            "ringd launch: the job already finished (%s says %s); not training again. "
+            "Delete the marker to run it again.\n",
+            flags.marker.c_str(),
+            record.empty() ? "nothing" : record.substr(0, record.find('\n')).c_str());
+        return kLaunchOk;
+      }
       check_marker_writable(flags.marker);
     } catch (const std::exception& error) {
       print_pod_error("launch", error);
@@ -485,14 +487,19 @@ int run_status_command(int argc, const char* const* argv) {
   const auto start = std::chrono::steady_clock::now();
   while (true) {
     std::string record;
-    if (read_marker(marker, &record)) {
-      std::printf("done: %s", record.c_str());
-      return kLaunchOk;
-    }
-    if (read_marker(failure_path(marker), &record)) {
-      const int code = record_exit_code(record);
-      std::printf("failed (launch exit %d): %s", code, record.c_str());
-      return code > 0 ? code : kLaunchTrainingFailed;
+    try {
+      if (read_marker(marker, &record)) {
+        std::printf("done: %s", record.c_str());
+        return kLaunchOk;
+      }
+      if (read_marker(failure_path(marker), &record)) {
+        const int code = record_exit_code(record);
+        std::printf("failed (launch exit %d): %s", code, record.c_str());
+        return code > 0 ? code : kLaunchTrainingFailed;
+      }
+    } catch (const std::exception& error) {
+      print_pod_error("status", error);
+      return kLaunchPathUnusable;
     }
     const double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -123,12 +123,7 @@ std::vector<std::string> forwarded_variables(const std::vector<std::string>& env
 }
 
 bool read_marker(const std::string& path, std::string* contents) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::stringstream text;
-  text << in.rdbuf();
-  *contents = text.str();
-  return true;
+  return read_state_file(path, kMaxMarkerBytes, "the completion marker", contents);
 }
 
 void write_marker(const std::string& path, const std::string& contents) {
@@ -199,10 +194,14 @@ int record_exit_code(const std::string& record) {
 
 int read_attempts(const std::string& path, std::string* problem) {
   problem->clear();
-  std::ifstream in(path);
-  if (!in) return 0;
   std::string text;
-  std::getline(in, text);
+  try {
+    if (!read_state_file(path, kMaxMarkerBytes, "the attempts file", &text)) return 0;
+  } catch (const Error& error) {
+    *problem = error.what();
+    return 0;
+  }
+  text = text.substr(0, text.find('\n'));
   char* end = nullptr;
   const long value = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || value < 0 || value > 1000000) {

@@ -68,7 +68,10 @@ std::vector<std::string> mpirun_environment(std::vector<std::string> environment
 std::vector<std::string> forwarded_variables(const std::vector<std::string>& environment);
 
 // The completion marker: a one-line JSON record written atomically (temporary file, fsync,
-// rename) after a successful run. read_marker returns false when there is none.
+// rename) after a successful run. read_marker returns false when there is none, and throws
+// ringd::Error naming the path when what is there is not a regular file of at most
+// kMaxMarkerBytes (a directory, a FIFO: common/files.h's read_state_file).
+constexpr size_t kMaxMarkerBytes = 1 << 20;
 bool read_marker(const std::string& path, std::string* contents);
 void write_marker(const std::string& path, const std::string& contents);
 // Throws ringd::Error(kIo) naming the path when a marker could not be written there later (its

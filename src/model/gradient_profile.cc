@@ -7,10 +7,14 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.h"
 #include "model/embedded_profiles.h"
 #include "ringd/error.h"
 
 namespace ringd::model {
+
+// A profile lists a network's tensors, one line each: a few KiB; 64 MiB is far beyond any.
+constexpr size_t kMaxProfileBytes = 64 << 20;
 
 size_t GradientProfile::total_elements() const {
   size_t total = 0;
@@ -58,13 +62,12 @@ GradientProfile load_gradient_profile(const std::string& name_or_path) {
   const bool is_file =
       name_or_path.size() > 4 && name_or_path.compare(name_or_path.size() - 4, 4, ".tsv") == 0;
   if (is_file) {
-    std::ifstream in(name_or_path);
-    RINGD_CHECK_ARG(in.good(), "cannot read the gradient profile " << name_or_path);
-    std::ostringstream text;
-    text << in.rdbuf();
+    std::string text;
+    RINGD_CHECK_ARG(read_state_file(name_or_path, kMaxProfileBytes, "the gradient profile", &text),
+                    "the gradient profile " << name_or_path << " does not exist");
     std::string name = name_or_path.substr(name_or_path.find_last_of('/') + 1);
     name.resize(name.size() - 4);
-    return parse_gradient_profile(name, text.str(), name_or_path);
+    return parse_gradient_profile(name, text, name_or_path);
   }
   for (const EmbeddedProfile& profile : embedded_profiles()) {
     if (name_or_path == profile.name) {

@@ -2,8 +2,11 @@
 #include "common/tunables.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -226,6 +229,36 @@ TEST(UnknownVariables, TheScriptsVariablesAreKnown) {
                                              << "reads it";
     EXPECT_FALSE(known.count(name)) << name << " is a tunable and a script variable";
   }
+}
+
+// RINGD_JOB_SECRET_FILE pointed at something that is not a secret file: an error naming it at
+// once, not a hang (a FIFO) or an endless read (/dev/zero; issue 35, item 9).
+TEST(JobSecretFile, AFifoADeviceOrADirectoryIsRefusedAtOnce) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ringd-secret-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "a-directory");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  const std::pair<std::string, std::string> cases[] = {
+      {(dir / "fifo").string(), "is a FIFO, not a regular file"},
+      {"/dev/zero", "is a character device, not a regular file"},
+      {(dir / "a-directory").string(), "is a directory, not a regular file"},
+      {(dir / "absent").string(), "does not exist"},
+  };
+  for (const auto& [path, expected] : cases) {
+    ScopedVariable secret("RINGD_JOB_SECRET_FILE", path);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      load_tunables();
+      ADD_FAILURE() << path << " was accepted as a secret file";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("RINGD_JOB_SECRET_FILE"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2)) << path;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
