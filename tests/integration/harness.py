@@ -19,8 +19,12 @@ SKIP = 77
 JSON_KEYS = {"op", "bytes", "count", "dtype", "redop", "ranks", "transport", "time_us",
              "algbw_GBps", "busbw_GBps", "wrong"}
 # Ranks outnumber cores here: Open MPI must yield, and stay off shared-memory busy polling.
+# Open MPI's traffic stays on loopback (the TCP BTL and the out-of-band channel): these are
+# single-host tests, and must not depend on the host's other interfaces (a container bridge once
+# made every one of them hang until its timeout).
 MPIRUN_FLAGS = ["--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
-                "--mca", "btl", "self,tcp"]
+                "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
+                "--mca", "oob_tcp_if_include", "lo"]
 
 
 class Failure(Exception):
