@@ -66,7 +66,7 @@ struct TrainFlagText {
   std::string mode = "allreduce";
   std::string hierarchy;
   std::string lr_scaling = "linear";
-  std::string lr_schedule = "constant";
+  std::string lr_schedule;  // "" = constant, or cosine with --compression dgc
   std::string spread = "uniform";
   std::string threshold;
   std::string timeout;
@@ -116,8 +116,10 @@ void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagTex
   app.add_option("--lr-scaling", text->lr_scaling, "linear (default: lr x ranks) or none")
       ->check(CLI::IsMember({"linear", "none"}));
   app.add_option("--lr-schedule", text->lr_schedule,
-                 "after the warm-up: constant (default) or cosine (decays along half a cosine to "
-                 "0 at the end of the last epoch)")
+                 "after the warm-up: constant or cosine (decays along half a cosine to 0 at the "
+                 "end of the last epoch); default constant, but cosine with --compression dgc "
+                 "(DGC's paper decays the rate: with a constant one the MLP ends 2.4 points under "
+                 "dense, with cosine within 0.5)")
       ->check(CLI::IsMember({"constant", "cosine"}));
   app.add_option("--warmup-steps", config->warmup_steps,
                  "linear learning-rate warm-up steps (default 100; 0 = none)")
@@ -286,6 +288,11 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
       config->compression = parse_compression(text.compression);
       if (config->mode == runners::SyncMode::kPs) {
         throw CLI::ValidationError("--compression", "applies to --mode allreduce only");
+      }
+      // DGC with a constant rate lags dense training (its paper decays the rate); an explicit
+      // --lr-schedule constant still wins.
+      if (config->compression == Compression::kDgc && text.lr_schedule.empty()) {
+        config->lr_schedule = runners::LrSchedule::kCosine;
       }
     }
     if (config->gpus) {

@@ -89,6 +89,24 @@ TEST(TrainOptions, AFlagGivenTwiceTakesItsLastValue) {
   EXPECT_DOUBLE_EQ(config.learning_rate, 0.1);
 }
 
+// With --compression dgc the schedule defaults to cosine (DGC's paper decays the rate; issue 35,
+// item 6); an explicit --lr-schedule constant still wins, and dense training keeps constant.
+TEST(TrainOptions, DgcDefaultsToTheCosineSchedule) {
+  runners::TrainConfig config;
+  int exit_code = -1;
+  const char* dgc[] = {"ringd", "train", "--compression", "dgc"};
+  ASSERT_TRUE(parse_train_command_line(4, dgc, &config, &exit_code)) << exit_code;
+  EXPECT_EQ(config.lr_schedule, runners::LrSchedule::kCosine);
+  const char* constant[] = {"ringd", "train", "--compression", "dgc", "--lr-schedule", "constant"};
+  config = runners::TrainConfig{};
+  ASSERT_TRUE(parse_train_command_line(6, constant, &config, &exit_code)) << exit_code;
+  EXPECT_EQ(config.lr_schedule, runners::LrSchedule::kConstant);
+  const char* dense[] = {"ringd", "train"};
+  config = runners::TrainConfig{};
+  ASSERT_TRUE(parse_train_command_line(2, dense, &config, &exit_code)) << exit_code;
+  EXPECT_EQ(config.lr_schedule, runners::LrSchedule::kConstant);
+}
+
 // --lr-schedule reaches the training loop: cosine decays over the planned epochs (so the same
 // run ends elsewhere than with the constant rate) and the summary names it; other names are a
 // usage error naming the flag.
