@@ -21,7 +21,13 @@
 //  * Errors on the background thread (a peer lost, a timeout) fail every pending handle with that
 //    error and make later submissions throw it.
 //  * shutdown() (and the destructor) is collective in effect: it stops the engines of all ranks
-//    at the end of the cycle that carries it; their pending handles fail with kPeerLost.
+//    at the end of the cycle that carries it; their pending handles fail with kPeerLost, naming
+//    the rank that shut down, how often it completed the tensor, and its reason.
+//  * Deadlocks are detected: a rank is blocked while every thread that has submitted to its
+//    engine waits in Handle::wait() (or wait_unless()); when every rank is blocked and no tensor
+//    is pending on all of them, nothing can ever run, so every rank's pending handles fail at
+//    once with kDeadlock naming what each rank waits on (within about a second of the last rank
+//    blocking; src/fusion/controller.h). The engine stays usable.
 #pragma once
 
 #include <chrono>
@@ -143,10 +149,21 @@ class Handle {
   bool valid() const { return state_ != nullptr; }
   const std::string& name() const;
   bool done() const;
-  // Blocks until done; throws the ringd::Error the operation failed with.
+  // Blocks until done; throws the ringd::Error the operation failed with. While a thread waits
+  // here the engine counts it as blocked (the deadlock detector, "Rules" above).
   void wait() const;
-  // Like wait(), but returns false if not done within `timeout`.
+  // Like wait(), but returns false if not done within `timeout`. Not counted as blocked: a
+  // bounded wait is often a poll between other work.
   bool wait_for(std::chrono::milliseconds timeout) const;
+  // Like wait(), but calls `interrupted` every `every` (on this thread) and returns false as soon
+  // as it returns true (for bindings that must look at signals: Ctrl-C). Counted as blocked for
+  // the whole call. `for_thread` (a pthread_self() value; 0 = none): a completion thread that
+  // waits for what that thread submitted, while it waits where ringd cannot see (a torch
+  // Future); that thread then counts as blocked too once it has not submitted for a second
+  // (src/fusion/wait_tracker.h).
+  bool wait_unless(const std::function<bool()>& interrupted,
+                   std::chrono::milliseconds every = std::chrono::milliseconds(100),
+                   uint64_t for_thread = 0) const;
   // allgather: the gathered tensor (rank 0's rows first) and its shape, valid after wait().
   const std::vector<uint8_t>& output() const;
   const std::vector<int64_t>& output_shape() const;
@@ -198,8 +215,12 @@ class Engine {
   std::vector<Handle> submit_group(const std::string& group, std::vector<Submission> members);
 
   // Stops this engine and, at the end of the cycle that carries the request, every rank's engine.
-  // Blocks until the background thread has ended. Idempotent.
-  void shutdown();
+  // Blocks until the background thread has ended. Idempotent. `reason` (why this rank stops:
+  // "it finished training", or its own error) reaches every rank's error for the tensors it
+  // leaves pending, with how often this rank completed each ("rank 1 has shut down after
+  // completing it 9 times"); `failed`: this rank stops because of its own error (the others then
+  // report its failure, not a hint at uneven data).
+  void shutdown(const std::string& reason = "", bool failed = false);
 
   // The epoch DGC's sparsity warm-up reads (DgcOptions::warmup). Call it with the same value on
   // every rank before submitting that epoch's first tensor; ranks that disagree fail with

@@ -20,6 +20,10 @@ enum class ErrorCode {
   kIo,               // an operating-system call failed (socket, file)
   kUnavailable,      // a backend was not built in or has no device
   kInternal,         // a bug in ringd
+  // No rank can make progress: each waits on collectives that another rank will not submit
+  // before its own wait returns (different orders, uneven steps). A kind of mismatch: Python's
+  // DeadlockError is a MismatchError.
+  kDeadlock,
 };
 
 const char* error_code_name(ErrorCode code);

@@ -75,9 +75,9 @@ class Job {
   // The connection itself; with an engine running, only for reading rank/size/transport.
   Context& context();
 
-  // Stops the engine (collective in effect: see Engine::shutdown) and closes the connection.
-  // Idempotent.
-  void shutdown();
+  // Stops the engine (collective in effect: see Engine::shutdown, which `reason` is passed to)
+  // and closes the connection. Idempotent.
+  void shutdown(const std::string& reason = "", bool failed = false);
 
   struct Impl;
 

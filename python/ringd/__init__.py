@@ -13,6 +13,7 @@ Two levels:
 """
 
 from ringd._core import (
+    DeadlockError,
     AuthError,
     Handle,
     InternalError,
@@ -46,6 +47,7 @@ from ringd._runtime import (
 
 __all__ = [
     "AuthError",
+    "DeadlockError",
     "Handle",
     "InternalError",
     "InvalidArgumentError",

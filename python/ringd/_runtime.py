@@ -2,14 +2,24 @@
 
 Horovod-style code calls init() once and then module-level functions; they all reach the job
 opened here. Names that the caller does not give come from per-kind counters, so ranks that make
-the same calls in the same order generate the same names ("allreduce.noname.3").
+the same calls in the same order generate the same names ("allreduce.noname.3"); one thread at a
+time may make unnamed calls (the order of several threads' calls differs between ranks).
+
+When this process stops its job, the other ranks are told why (their errors name this rank and
+the reason): shutdown() called, the interpreter exiting normally, or exiting on an uncaught
+exception (recorded by a sys.excepthook that init() chains in front of the existing one).
+A child forked after init() inherits the job object but not its threads: there the job is left
+alone (the C++ side leaks it), and a collective raises at once (common/fork_guard.h).
 """
 
 import atexit
 import collections
 import itertools
+import os
+import sys
 import threading
 import warnings
+import weakref
 
 from ringd._core import InvalidArgumentError, Job
 
@@ -24,6 +34,8 @@ _OPS = {Average, Sum, Min, Max, Product}
 _lock = threading.Lock()
 _job = None
 _counters = collections.defaultdict(itertools.count)
+_unnamed_thread = None  # weakref to the thread that makes the unnamed calls
+_uncaught = None  # "ValueError: ..." once an uncaught exception is on its way to ending the process
 
 
 def init(comm=None, process_sets=None, *, rank=-1, size=-1, rendezvous="", transport="",
@@ -52,19 +64,57 @@ def init(comm=None, process_sets=None, *, rank=-1, size=-1, rendezvous="", trans
                 "pass comm=None")
         _job = job
         _counters.clear()
+        _chain_excepthook()
 
 
-def shutdown():
-    """Stops the engine (on every rank, in effect: their pending operations fail) and closes the
-    connection. Idempotent; init() may open a new job afterwards."""
+def shutdown(reason=None, failed=False):
+    """Stops the engine (on every rank, in effect: their pending operations fail, naming this rank
+    and `reason`; `failed`: this rank stops because of its own error) and closes the connection.
+    Idempotent; init() may open a new job afterwards."""
     global _job
     with _lock:
         job, _job = _job, None
     if job is not None:
-        job.shutdown()
+        job.shutdown(f"shutdown() was called on this rank (pid {os.getpid()})"
+                     if reason is None else str(reason), bool(failed))
 
 
-atexit.register(shutdown)
+def _shutdown_at_exit():
+    if _uncaught is not None:
+        shutdown(f"its process is exiting on an uncaught {_uncaught}", failed=True)
+    else:
+        shutdown("its process is exiting normally (no ringd.shutdown() before)")
+
+
+atexit.register(_shutdown_at_exit)
+
+
+def _chain_excepthook():
+    """Records an uncaught exception for the exit's shutdown reason, then runs the hook that was
+    installed before (normally Python's, which prints the traceback)."""
+    previous = sys.excepthook
+    if getattr(previous, "_ringd_records", False):
+        return
+
+    def hook(kind, value, traceback):
+        global _uncaught
+        text = f"{kind.__name__}: {value}".strip()
+        _uncaught = text if len(text) <= 500 else text[:497] + "..."
+        previous(kind, value, traceback)
+
+    hook._ringd_records = True
+    sys.excepthook = hook
+
+
+def _after_fork_in_child():
+    """The parent's job stays the parent's: a fresh lock (another thread may have held this one
+    when the process forked), and no shutdown of the parent's job at this child's exit."""
+    global _lock, _unnamed_thread
+    _lock = threading.Lock()
+    _unnamed_thread = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def is_initialized():
@@ -104,10 +154,27 @@ def cross_size():
 
 
 def name_or_default(name, kind):
-    """`name`, or "<kind>.noname.<n>" counting the unnamed calls of that kind on this rank."""
+    """`name`, or "<kind>.noname.<n>" counting the unnamed calls of that kind on this rank.
+
+    Unnamed calls come from one thread at a time: from several threads at once, the order of the
+    calls (and so which tensor gets which name) would differ from rank to rank and the ranks would
+    reduce different tensors together. Another thread may take over once the first has ended."""
+    global _unnamed_thread
     if name is not None:
         return str(name)
-    return f"{kind}.noname.{next(_counters[kind])}"
+    current = threading.current_thread()
+    with _lock:
+        owner = _unnamed_thread() if _unnamed_thread is not None else None
+        if owner is None or not owner.is_alive():
+            _unnamed_thread = weakref.ref(current)
+        elif owner is not current:
+            raise InvalidArgumentError(
+                f"ringd: an unnamed {kind} from thread {current.name!r} while thread "
+                f"{owner.name!r} also makes unnamed calls: the automatic names "
+                f"('{kind}.noname.N') follow each process's call order, which differs between "
+                "threads on different ranks, so the ranks would combine different tensors. Pass "
+                "name= to every collective called from more than one thread")
+        return f"{kind}.noname.{next(_counters[kind])}"
 
 
 def check_op(op):

@@ -22,6 +22,7 @@ struct ErrorClass {
   const char* class_name;  // in the package ringd
   bool is_value_error;     // also a ValueError: the caller passed something unusable
   const char* doc;
+  const char* parent = nullptr;  // the class_name of an earlier entry to derive from
 };
 
 // Names that Python's builtins already use (TimeoutError, IOError) take the prefix Ringd, so that
@@ -43,6 +44,10 @@ constexpr ErrorClass kErrorClasses[] = {
     {ErrorCode::kUnavailable, "unavailable", "UnavailableError", false,
      "A backend was not built in or has no device."},
     {ErrorCode::kInternal, "internal", "InternalError", false, "A bug in ringd."},
+    {ErrorCode::kDeadlock, "deadlock", "DeadlockError", false,
+     "No rank can make progress: each waits on collectives that another rank will not submit "
+     "(different orders, uneven steps). A MismatchError.",
+     "MismatchError"},
 };
 
 // Created when _core is imported and kept for the life of the process (the translator needs
@@ -96,6 +101,7 @@ void bind_errors(nb::module_& module) {
     nb::object bases = error_class.is_value_error
                            ? nb::object(nb::make_tuple(base, nb::handle(PyExc_ValueError)))
                            : base;
+    if (error_class.parent != nullptr) bases = module.attr(error_class.parent);
     nb::object cls = new_exception_class(error_class.class_name, error_class.doc, bases);
     cls.attr("code") = error_class.code_name;
     module.attr(error_class.class_name) = cls;

@@ -30,22 +30,27 @@ const char* kind_name(CollectiveKind kind) {
 
 }  // namespace
 
-nb::object PyHandle::wait() const {
-  for (;;) {
-    bool done = false;
-    try {
-      nb::gil_scoped_release release;
-      done = handle_.wait_for(kWaitSlice);
-    } catch (const Error& e) {
-      // A failure of the whole engine (a peer lost) names the engine's own operation; say which
-      // of the caller's tensors it took down.
-      const std::string quoted = "'" + handle_.name() + "'";
-      if (std::string_view(e.what()).find(quoted) != std::string_view::npos) throw;
-      throw Error(e.code(), "tensor " + quoted + " (" + kind_name(kind_) + "): " + e.what());
-    }
-    if (done) return array_;
-    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+nb::object PyHandle::wait(uint64_t for_thread) const {
+  bool done = false;
+  try {
+    // Blocked for the whole wait (the engine's deadlock detector counts this thread as waiting);
+    // every slice, the GIL is taken back briefly to look for Ctrl-C.
+    nb::gil_scoped_release release;
+    done = handle_.wait_unless(
+        [] {
+          nb::gil_scoped_acquire acquire;
+          return PyErr_CheckSignals() != 0;
+        },
+        kWaitSlice, for_thread);
+  } catch (const Error& e) {
+    // A failure of the whole engine (a peer lost) names the engine's own operation; say which
+    // of the caller's tensors it took down.
+    const std::string quoted = "'" + handle_.name() + "'";
+    if (std::string_view(e.what()).find(quoted) != std::string_view::npos) throw;
+    throw Error(e.code(), "tensor " + quoted + " (" + kind_name(kind_) + "): " + e.what());
   }
+  if (!done) throw nb::python_error();  // the signal handler's exception (KeyboardInterrupt)
+  return array_;
 }
 
 nb::object PyHandle::output() const {
@@ -72,8 +77,11 @@ nb::tuple PyHandle::output_shape() const {
 
 void bind_handle(nb::module_& module) {
   nb::class_<PyHandle>(module, "Handle", "One submitted collective; wait() for its result.")
-      .def("wait", &PyHandle::wait,
-           "Blocks until done (Ctrl-C interrupts) and returns the array holding the result.")
+      .def("wait", &PyHandle::wait, nb::arg("for_thread") = 0,
+           "Blocks until done (Ctrl-C interrupts) and returns the array holding the result. "
+           "for_thread: the threading.get_ident() of the thread that submitted it, when this "
+           "is a completion thread finishing that thread's work (ringd's deadlock detector then "
+           "counts that thread as waiting once it stops submitting).")
       .def("done", &PyHandle::done, "True once the operation has finished (or failed).")
       .def("output", &PyHandle::output,
            "allgather: waits, then returns the gathered rows (rank 0's first) as a flat uint8 "

@@ -20,7 +20,8 @@ class PyHandle {
   // Blocks until done and returns the array; raises the RingdError the operation failed with, or
   // KeyboardInterrupt (the operation goes on: wait again, or shut the job down). Releases the GIL
   // and wakes every 100 ms to let Python handle signals.
-  nanobind::object wait() const;
+  // `for_thread`: Handle::wait_unless's (a completion thread waiting for another thread's work).
+  nanobind::object wait(uint64_t for_thread = 0) const;
   bool done() const { return handle_.done(); }
   const std::string& name() const { return handle_.name(); }
   CollectiveKind kind() const { return kind_; }

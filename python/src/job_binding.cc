@@ -48,7 +48,7 @@ class PyJob {
   // Job's destructor would shut down too, but with the GIL held.
   ~PyJob() {
     try {
-      shutdown();
+      shutdown("the ringd.Job object was destroyed", false);
     } catch (...) {  // a destructor does not throw; ~Job ends what is left
     }
   }
@@ -126,10 +126,10 @@ class PyJob {
     job_->engine().set_dgc_options(options);
   }
 
-  void shutdown() {
+  void shutdown(const std::string& reason, bool failed) {
     {
       nb::gil_scoped_release release;
-      job_->shutdown();
+      job_->shutdown(reason, failed);
     }
     forget_finished();  // all of them: a stopped engine has failed its pending handles
   }
@@ -239,8 +239,10 @@ void bind_job(nb::module_& module) {
            "clip_norm"_a, "sample_fraction"_a, "min_sparse_elements"_a,
            "The settings of compression='dgc' tensors (include/ringd/dgc.h). Every rank must "
            "give the same ones (not checked here); fixed once a DGC tensor has run.")
-      .def("shutdown", &PyJob::shutdown,
-           "Stops the engine (on every rank, in effect) and closes the connection. Idempotent.")
+      .def("shutdown", &PyJob::shutdown, "reason"_a = "", "failed"_a = false,
+           "Stops the engine (on every rank, in effect) and closes the connection. Idempotent. "
+           "`reason` (why this rank stops) reaches the other ranks' errors for the tensors they "
+           "still wait on; `failed`: it stops because of its own error.")
       .def("__repr__", &job_repr);
 }
 

@@ -15,6 +15,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kIo: return "I/O error";
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kDeadlock: return "deadlock across ranks";
   }
   return "unknown error";
 }

@@ -353,9 +353,11 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_STALL_WARNING_S", "60",
        "fusion engine: rank 0 warns (naming tensors and the ranks they wait on) when a tensor "
        "waits longer than this; 0 = off"},
-      {"RINGD_STALL_SHUTDOWN_S", "0",
-       "fusion engine: a tensor stalled this long fails on every rank and the engines stop; 0 = "
-       "never"},
+      {"RINGD_STALL_SHUTDOWN_S", "1800",
+       "fusion engine: a tensor stalled this long fails on every rank and the engines stop "
+       "(certain deadlocks fail within about a second without it); 30 min as torch.distributed's "
+       "default timeout, so a rank stuck outside ringd ends the job instead of holding every "
+       "rank's devices; 0 = never"},
       {"RINGD_TIMELINE", "(unset)",
        "fusion engine: write a Chrome-trace JSON timeline to this file (rank 0; a %r in the path "
        "is replaced by the rank and then every rank writes one)"},

@@ -39,7 +39,7 @@ struct Tunables {
   size_t fusion_max_tensor_bytes = 1 << 20;  // RINGD_FUSION_MAX_TENSOR_BYTES (0 = any size)
   size_t cache_capacity = 1024;              // RINGD_CACHE_CAPACITY (0 = no response cache)
   double stall_warning_s = 60;               // RINGD_STALL_WARNING_S (0 = no inspector)
-  double stall_shutdown_s = 0;               // RINGD_STALL_SHUTDOWN_S (0 = never)
+  double stall_shutdown_s = 1800;            // RINGD_STALL_SHUTDOWN_S (0 = never)
   std::string timeline;                      // RINGD_TIMELINE: Chrome-trace JSON file
   std::string compression = "none";          // RINGD_COMPRESSION: none, fp16 or bf16
   int fusion_threads = 0;                    // RINGD_FUSION_THREADS (0 = min(4, cores))

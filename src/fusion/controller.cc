@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fusion/message_exchange.h"
+#include "fusion/rank_states.h"
 #include "ringd/error.h"
 
 namespace ringd::fusion {
@@ -10,7 +11,8 @@ namespace {
 
 constexpr size_t kFlagRequests = 0;  // 0 = some rank has requests for the coordinator
 constexpr size_t kFlagShutdown = 1;  // 0 = some rank is shutting down
-constexpr size_t kFlagSlots = 2;     // then one byte per cache slot
+constexpr size_t kFlagState = 2;     // 0 = every rank sends its state this cycle
+constexpr size_t kFlagSlots = 3;     // then one byte per cache slot
 constexpr uint8_t kSlotEvict = 0;
 constexpr uint8_t kSlotAbsent = 1;
 constexpr uint8_t kSlotReady = 2;
@@ -18,8 +20,14 @@ constexpr uint8_t kSlotReady = 2;
 }  // namespace
 
 Controller::Controller(Context& ctx, size_t cache_capacity, CollectiveOptions flag_options,
-                       std::unique_ptr<StallInspector> stall)
-    : ctx_(ctx), cache_(cache_capacity), flag_options_(flag_options), stall_(std::move(stall)) {
+                       std::unique_ptr<StallInspector> stall, std::shared_ptr<WaitTracker> waits,
+                       DescribeRank describe)
+    : ctx_(ctx),
+      cache_(cache_capacity),
+      flag_options_(flag_options),
+      stall_(std::move(stall)),
+      waits_(std::move(waits)),
+      describe_(std::move(describe)) {
   if (ctx.rank() == 0) coordinator_.emplace(ctx.size());
 }
 
@@ -31,7 +39,8 @@ CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
   std::string stall_reason;
   if (coordinator_ && stall_) stall_reason = stall_->inspect(*coordinator_, now);
 
-  std::vector<uint8_t> flags = flag_vector(pending, shutting_down, !stall_reason.empty());
+  std::vector<uint8_t> flags = flag_vector(pending, shutting_down, !stall_reason.empty(),
+                                           wants_state_round(shutting_down, now));
   allreduce(ctx_, flags.data(), flags.data(), flags.size(), DataType::kUInt8, ReduceOp::kMin,
             flag_options_);
 
@@ -49,15 +58,18 @@ CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
   }
   take_cached_hits(flags, pending, outcome);
 
-  if (flags[kFlagRequests] == 0) {
+  const bool state_round = flags[kFlagState] == 0;
+  if (flags[kFlagRequests] == 0 || state_round) {
     outcome.coordinator_round = true;
-    apply_responses(coordinator_round(pending, stall_reason, now), pending, outcome);
+    // Cached hits that run this cycle are progress: no deadlock then.
+    apply_responses(coordinator_round(pending, stall_reason, now, state_round, shutting_down,
+                                      !outcome.ready.empty()),
+                    pending, outcome);
   }
   if (flags[kFlagShutdown] == 0 && !outcome.shutdown) {
     outcome.shutdown = true;
-    outcome.shutdown_reason =
-        "the engine was shut down (Engine::shutdown or its destructor ran "
-        "on at least one rank)";
+    outcome.shutdown_reason = outcome.stopped.empty() ? "another rank's engine was shut down"
+                                                      : describe_stopped(outcome.stopped);
   }
   release_groups(outcome);
   return outcome;
@@ -90,8 +102,33 @@ void Controller::sort_new_tensors(PendingTable& pending, Clock::time_point now) 
   }
 }
 
+// A state round when this rank shuts down, and every kReportBlockedAfter while it has been
+// blocked that long.
+bool Controller::wants_state_round(bool shutting_down, Clock::time_point now) {
+  if (shutting_down) return true;
+  if (!waits_ || ctx_.size() < 2) return false;
+  if (now - last_state_report_ < kReportBlockedAfter) return false;
+  const std::optional<Clock::time_point> since = waits_->blocked_since(now);
+  if (!since || now - *since < kReportBlockedAfter) return false;
+  last_state_report_ = now;
+  return true;
+}
+
+RankState Controller::local_state(const PendingTable& pending, bool shutting_down) const {
+  RankState state;
+  if (waits_) {
+    const WaitTracker::Snapshot waits = waits_->snapshot(Clock::now());
+    state.blocked = waits.blocked;
+    state.awaited = waits.awaited;
+  }
+  state.shutting_down = shutting_down;
+  if (describe_) describe_(pending, state);
+  return state;
+}
+
 std::vector<uint8_t> Controller::flag_vector(const PendingTable& pending, bool shutting_down,
-                                             bool coordinator_needs_round) const {
+                                             bool coordinator_needs_round,
+                                             bool report_state) const {
   std::vector<uint8_t> flags(kFlagSlots + cache_.slots(), kSlotAbsent);
   bool requests = coordinator_needs_round;
   for (const auto& [name, tensor] : pending) {
@@ -101,6 +138,7 @@ std::vector<uint8_t> Controller::flag_vector(const PendingTable& pending, bool s
   for (int slot : invalid_slots_) flags[kFlagSlots + slot] = kSlotEvict;
   flags[kFlagRequests] = requests ? 0 : 1;
   flags[kFlagShutdown] = shutting_down ? 0 : 1;
+  flags[kFlagState] = report_state ? 0 : 1;
   return flags;
 }
 
@@ -124,7 +162,8 @@ void Controller::take_cached_hits(const std::vector<uint8_t>& flags, PendingTabl
 }
 
 ResponseList Controller::coordinator_round(PendingTable& pending, const std::string& stall_reason,
-                                           Clock::time_point now) {
+                                           Clock::time_point now, bool state_round,
+                                           bool shutting_down, bool progress) {
   std::vector<PendingTensor*> uncached;
   for (auto& [name, tensor] : pending) {
     if (tensor.state == PendingTensor::State::kUncached) uncached.push_back(&tensor);
@@ -141,19 +180,45 @@ ResponseList Controller::coordinator_round(PendingTable& pending, const std::str
   }
   const std::chrono::milliseconds timeout =
       flag_options_.timeout.count() > 0 ? flag_options_.timeout : ctx_.timeout();
+  std::optional<RankState> mine;
+  if (state_round) mine = local_state(pending, shutting_down);
   try {
-    const std::vector<std::string> lists =
-        gather_to_root(ctx_, encode_requests(ctx_.rank(), requests), timeout);
+    const std::vector<std::string> lists = gather_to_root(
+        ctx_, encode_requests(ctx_.rank(), requests, mine ? &*mine : nullptr), timeout);
     std::string answer;
     if (coordinator_) {
+      std::vector<RankState> states;
       for (int rank = 0; rank < ctx_.size(); ++rank) {
-        const std::vector<Request> from = rank == 0 ? requests : decode_requests(lists[rank], rank);
-        for (const Request& request : from) coordinator_->add(rank, request, now);
+        RequestList from;
+        if (rank == 0) {
+          from.requests = requests;
+          from.state = mine;
+        } else {
+          from = decode_request_list(lists[rank], rank);
+        }
+        for (const Request& request : from.requests) coordinator_->add(rank, request, now);
+        if (state_round) {
+          if (!from.state) {
+            RINGD_THROW(kProtocol, "rank " << rank
+                                           << " sent no state in a state round; every "
+                                              "rank must run the same ringd version");
+          }
+          states.push_back(std::move(*from.state));
+        }
       }
       ResponseList list;
       list.responses = coordinator_->take_ready();
       list.shutdown = !stall_reason.empty();
       list.shutdown_reason = stall_reason;
+      for (size_t rank = 0; rank < states.size(); ++rank) {
+        if (states[rank].shutting_down) {
+          list.stopped.push_back(StoppedRank{static_cast<int>(rank), std::move(states[rank])});
+        }
+      }
+      if (list.stopped.empty() && list.responses.empty() && !progress) {
+        list.deadlock = find_deadlock(states);
+        if (!list.deadlock.empty()) coordinator_->clear();
+      }
       answer = encode_responses(list);
     }
     return decode_responses(broadcast_from_root(ctx_, answer, timeout), ctx_.size());
@@ -176,8 +241,8 @@ void Controller::apply_responses(const ResponseList& list, PendingTable& pending
     }
     auto node = pending.extract(it);
     if (!response.ok()) {
-      outcome.failed.emplace_back(std::move(node.mapped()),
-                                  "rank " + std::to_string(ctx_.rank()) + ": " + response.error);
+      outcome.failed.push_back({std::move(node.mapped()), ErrorCode::kMismatch,
+                                "rank " + std::to_string(ctx_.rank()) + ": " + response.error});
       continue;
     }
     const std::string evicted = cache_.put(response);
@@ -194,6 +259,18 @@ void Controller::apply_responses(const ResponseList& list, PendingTable& pending
     outcome.shutdown = true;
     outcome.stalled = true;
     outcome.shutdown_reason = list.shutdown_reason;
+  }
+  outcome.stopped = list.stopped;
+  if (!list.deadlock.empty()) {
+    // Every rank fails everything it has pending (rank 0 found nothing pending everywhere).
+    const std::string prefix = "rank " + std::to_string(ctx_.rank()) + ": tensor '";
+    const auto fail = [&](PendingTensor tensor) {
+      std::string message = prefix + tensor.name + "' cannot complete: " + list.deadlock;
+      outcome.failed.push_back({std::move(tensor), ErrorCode::kDeadlock, std::move(message)});
+    };
+    for (auto& [name, tensor] : pending) fail(std::move(tensor));
+    pending.clear();
+    for (PendingTensor& tensor : take_waiting_group_members()) fail(std::move(tensor));
   }
 }
 
@@ -225,10 +302,10 @@ void Controller::release_groups(CycleOutcome& outcome) {
       group_of(tensor.tensor.params).ready.push_back(std::move(tensor));
     }
   }
-  for (const auto& [tensor, error] : outcome.failed) {
-    if (tensor.params.group_size == 0) continue;
-    GroupState& group = group_of(tensor.params);
-    if (group.failed++ == 0) group.error = error;
+  for (const FailedTensor& failed : outcome.failed) {
+    if (failed.tensor.params.group_size == 0 || failed.code == ErrorCode::kDeadlock) continue;
+    GroupState& group = group_of(failed.tensor.params);
+    if (group.failed++ == 0) group.error = failed.message;
   }
   for (const std::string& name : touched) {
     GroupState& group = groups_[name];
@@ -242,7 +319,8 @@ void Controller::release_groups(CycleOutcome& outcome) {
       std::string message = "rank " + std::to_string(ctx_.rank()) + ": tensor '" +
                             tensor.tensor.name + "' of group '" + name +
                             "' cannot run because another member failed: " + group.error;
-      outcome.failed.emplace_back(std::move(tensor.tensor), std::move(message));
+      outcome.failed.push_back(
+          {std::move(tensor.tensor), ErrorCode::kMismatch, std::move(message)});
       ++group.released;
     }
     group.ready.clear();

@@ -33,6 +33,8 @@ class Coordinator {
   std::vector<StalledTensor> waiting_longer_than(Clock::time_point now,
                                                  std::chrono::duration<double> age) const;
   size_t waiting() const { return table_.size(); }
+  // Forgets every waiting request (a deadlock failed them on every rank).
+  void clear() { table_.clear(); }
 
  private:
   struct Entry {

@@ -2,6 +2,8 @@
 // background thread (engine_loop.cc) and returns its Handle.
 #include "ringd/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 
@@ -104,7 +106,7 @@ TensorParams checked_params(const Submission& s, int rank, int size, int devices
 }  // namespace
 
 Engine::Impl::Impl(Context& context, const EngineOptions& options)
-    : ctx(context), config(fusion::resolve_engine_config(options, context)) {
+    : ctx(context), owner_pid(getpid()), config(fusion::resolve_engine_config(options, context)) {
   if (config.local_group && ctx.size() > 1) {
     // Before the thread owns the Context: every node must drive as many devices.
     algo::check_agreement(ctx, "engine over local devices",
@@ -118,15 +120,42 @@ Engine::Impl::Impl(Context& context, const EngineOptions& options)
   controller = std::make_unique<fusion::Controller>(
       ctx, config.cache_capacity, flag_options,
       std::make_unique<fusion::StallInspector>(ctx.rank(), config.stall_warning_s,
-                                               config.stall_shutdown_s, config.on_stall));
+                                               config.stall_shutdown_s, config.on_stall),
+      waits, [this](const fusion::PendingTable& table, fusion::RankState& state) {
+        describe(table, state);
+      });
   executor = std::make_unique<fusion::Executor>(ctx, config, timeline.get());
   thread = std::thread([this] { run(); });
 }
 
-Engine::Impl::~Impl() { shutdown(); }
+Engine::Impl::~Impl() { shutdown("", false); }
+
+uint64_t Engine::Impl::done_count(const std::string& name) const {
+  const auto it = done_by_name.find(name);
+  return it == done_by_name.end() ? 0 : it->second;
+}
+
+void Engine::Impl::describe(const fusion::PendingTable& table, fusion::RankState& state) {
+  std::lock_guard<std::mutex> lock(mutex);
+  state.done = stats.tensors_done;
+  for (const auto& [name, tensor] : table) state.pending.emplace_back(name, done_count(name));
+  // Submitted since this cycle began: pending too (a submitter that then waits is blocked).
+  for (const PendingTensor& tensor : incoming) {
+    state.pending.emplace_back(tensor.name, done_count(tensor.name));
+  }
+  if (state.shutting_down) {
+    state.reason = stop_reason.empty()
+                       ? "Engine::shutdown() or the engine's destructor ran, with no reason given"
+                       : stop_reason;
+    state.failed = stop_failed;
+    state.done_by_name.assign(done_by_name.begin(), done_by_name.end());
+  }
+}
 
 std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
                                          const std::string& group) {
+  // Before any lock: the parent's threads may have held them when it forked.
+  if (inherited()) RINGD_THROW(kInvalidArgument, forked_child_message(ctx.rank(), owner_pid));
   std::vector<PendingTensor> tensors;
   std::set<std::string> names;
   for (Submission& member : members) {
@@ -143,9 +172,11 @@ std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
     tensor.name = member.name;
     tensor.tensor = member.tensor;
     tensor.other_devices = std::move(member.other_devices);
-    tensor.handle = std::make_shared<detail::HandleState>(member.name, std::move(member.callback));
+    tensor.handle =
+        std::make_shared<detail::HandleState>(member.name, std::move(member.callback), waits);
     tensors.push_back(std::move(tensor));
   }
+  waits->note_submitter();
   std::vector<Handle> handles;
   const auto now = fusion::Clock::now();
   bool notify = false;
@@ -179,9 +210,14 @@ std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
   return handles;
 }
 
-void Engine::Impl::shutdown() {
+void Engine::Impl::shutdown(const std::string& reason, bool failed) {
+  if (inherited()) return;  // the parent's engine: its thread does not exist here
   {
     std::lock_guard<std::mutex> lock(mutex);
+    if (!stop_requested) {
+      stop_reason = reason;
+      stop_failed = failed;
+    }
     stop_requested = true;
   }
   wake.notify_one();
@@ -192,7 +228,14 @@ void Engine::Impl::shutdown() {
 Engine::Engine(Context& ctx, const EngineOptions& options)
     : impl_(std::make_unique<Impl>(ctx, options)) {}
 
-Engine::~Engine() { impl_->shutdown(); }
+Engine::~Engine() {
+  // In a forked child the parent's engine is left alone: its thread and locks are not ours.
+  if (impl_->inherited()) {
+    (void)impl_.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
+    return;
+  }
+  impl_->shutdown("", false);
+}
 
 Handle Engine::allreduce_async(std::string name, const Tensor& tensor, ReduceOp op,
                                Callback callback) {
@@ -238,7 +281,7 @@ std::vector<Handle> Engine::submit_group(const std::string& group,
   return impl_->submit(std::move(members), group);
 }
 
-void Engine::shutdown() { impl_->shutdown(); }
+void Engine::shutdown(const std::string& reason, bool failed) { impl_->shutdown(reason, failed); }
 
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);

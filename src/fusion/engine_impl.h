@@ -14,9 +14,11 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "common/fork_guard.h"
 #include "fusion/controller.h"
 #include "fusion/engine_config.h"
 #include "fusion/executor.h"
@@ -31,7 +33,7 @@ struct Engine::Impl {
   ~Impl();
 
   std::vector<Handle> submit(std::vector<Submission> members, const std::string& group);
-  void shutdown();
+  void shutdown(const std::string& reason, bool failed);
 
   // Background thread (engine_loop.cc).
   void run();
@@ -43,8 +45,21 @@ struct Engine::Impl {
                     fusion::Clock::time_point negotiated, fusion::Clock::time_point end);
   void complete(fusion::PendingTensor& tensor, std::exception_ptr error);
   void fail_everything(std::exception_ptr error);
+  // The peers learn this rank's counts, pending tensors and reason in a state round.
+  void describe(const fusion::PendingTable& pending, fusion::RankState& state);
+  uint64_t done_count(const std::string& name) const;  // under `mutex`
+
+  // Names whose completions are counted (for "after completing it 9 times"); later new names are
+  // not, so that a job that names every call anew does not grow this without end.
+  static constexpr size_t kCountedNames = 4096;
+
+  // True in a child forked after this engine started: nothing of it may be touched there
+  // (common/fork_guard.h).
+  bool inherited() const { return fork_generation() != generation; }
 
   Context& ctx;
+  const uint64_t generation = fork_generation();
+  const int owner_pid;
   const fusion::EngineConfig config;
   std::unique_ptr<fusion::Timeline> timeline;
 
@@ -55,9 +70,14 @@ struct Engine::Impl {
   std::unordered_set<std::string> in_flight;  // names submitted and not yet completed
   uint64_t next_seq = 0;
   bool stop_requested = false;
+  std::string stop_reason;     // shutdown(reason): what the peers are told
+  bool stop_failed = false;    // shutdown(..., failed)
   bool idle_waiting = false;   // the background thread sleeps with nothing to do
   std::exception_ptr stopped;  // set once the engine has stopped; later submissions throw it
   EngineStats stats;
+  std::unordered_map<std::string, uint64_t> done_by_name;  // successful completions, per name
+  const std::shared_ptr<fusion::WaitTracker> waits =
+      std::make_shared<fusion::WaitTracker>(ctx.rank());
 
   fusion::PendingTable pending;
   std::unique_ptr<fusion::Controller> controller;

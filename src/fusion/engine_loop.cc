@@ -15,6 +15,7 @@
 
 #include "common/logging.h"
 #include "fusion/engine_impl.h"
+#include "fusion/rank_states.h"
 #include "ringd/error.h"
 
 namespace ringd {
@@ -92,8 +93,8 @@ bool Engine::Impl::run_cycle(bool shutting_down, Clock::time_point start) {
     stats.coordinator_rounds += outcome.coordinator_round ? 1 : 0;
     stats.negotiation_s += negotiation.count();
   }
-  for (auto& [tensor, message] : outcome.failed) {
-    complete(tensor, std::make_exception_ptr(Error(ErrorCode::kMismatch, message)));
+  for (fusion::FailedTensor& failed : outcome.failed) {
+    complete(failed.tensor, std::make_exception_ptr(Error(failed.code, failed.message)));
   }
   if (timeline) {
     for (const ReadyTensor& ready : outcome.ready) {
@@ -130,9 +131,33 @@ bool Engine::Impl::run_cycle(bool shutting_down, Clock::time_point start) {
   record_cycle(cycle, outcome, counts, start, negotiated, Clock::now());
   if (!outcome.shutdown) return false;
   const ErrorCode code = outcome.stalled ? ErrorCode::kTimeout : ErrorCode::kPeerLost;
-  fail_everything(std::make_exception_ptr(
+  const std::exception_ptr error = std::make_exception_ptr(
       Error(code, "rank " + std::to_string(ctx.rank()) +
-                      ": the fusion engine has stopped: " + outcome.shutdown_reason)));
+                      ": the fusion engine has stopped: " + outcome.shutdown_reason));
+  {
+    // Stopped before any waiter wakes, so that what it submits next fails at once.
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!stopped) stopped = error;
+  }
+  // Tensors left pending here by ranks that shut down: say how often each of them completed it.
+  std::vector<fusion::StoppedRank> others;
+  for (const fusion::StoppedRank& stopped_rank : outcome.stopped) {
+    if (stopped_rank.rank != ctx.rank()) others.push_back(stopped_rank);
+  }
+  if (!outcome.stalled && !others.empty()) {
+    for (auto& [name, tensor] : pending) {
+      uint64_t count = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        count = done_count(name);
+      }
+      complete(tensor, std::make_exception_ptr(
+                           Error(ErrorCode::kPeerLost,
+                                 fusion::stopped_tensor_message(ctx.rank(), name, count, others))));
+    }
+    pending.clear();
+  }
+  fail_everything(error);
   return true;
 }
 
@@ -172,6 +197,12 @@ void Engine::Impl::complete(PendingTensor& tensor, std::exception_ptr error) {
       ++stats.tensors_failed;
     } else {
       ++stats.tensors_done;
+      const auto it = done_by_name.find(tensor.name);
+      if (it != done_by_name.end()) {
+        ++it->second;
+      } else if (done_by_name.size() < kCountedNames) {
+        done_by_name.emplace(tensor.name, 1);
+      }
     }
   }
   if (timeline) timeline->instant(tensor.name, error ? "failed" : "done", Clock::now());

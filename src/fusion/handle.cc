@@ -51,6 +51,7 @@ bool Handle::done() const {
 
 void Handle::wait() const {
   const detail::HandleState& state = checked(state_);
+  const fusion::WaitTracker::Waiting waiting(state.tracker, state.name);
   std::unique_lock<std::mutex> lock(state.mutex);
   state.finished.wait(lock, [&] { return state.done; });
   if (state.error) std::rethrow_exception(state.error);
@@ -61,6 +62,20 @@ bool Handle::wait_for(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(state.mutex);
   if (!state.finished.wait_for(lock, timeout, [&] { return state.done; })) {
     return false;
+  }
+  if (state.error) std::rethrow_exception(state.error);
+  return true;
+}
+
+bool Handle::wait_unless(const std::function<bool()>& interrupted, std::chrono::milliseconds every,
+                         uint64_t for_thread) const {
+  const detail::HandleState& state = checked(state_);
+  const fusion::WaitTracker::Waiting waiting(state.tracker, state.name, for_thread);
+  std::unique_lock<std::mutex> lock(state.mutex);
+  while (!state.finished.wait_for(lock, every, [&] { return state.done; })) {
+    lock.unlock();
+    if (interrupted && interrupted()) return false;
+    lock.lock();
   }
   if (state.error) std::rethrow_exception(state.error);
   return true;

@@ -48,11 +48,52 @@ TensorParams from_proto(const pb::TensorParams& in, const std::string& name, int
   return params;
 }
 
+void to_proto(const RankState& state, pb::RankState* out) {
+  out->set_blocked(state.blocked);
+  out->set_shutting_down(state.shutting_down);
+  out->set_reason(state.reason);
+  out->set_failed(state.failed);
+  out->set_done(state.done);
+  for (const std::string& name : state.awaited) out->add_awaited(name);
+  for (const auto& [name, count] : state.pending) {
+    pb::NameCount* entry = out->add_pending();
+    entry->set_name(name);
+    entry->set_count(count);
+  }
+  for (const auto& [name, count] : state.done_by_name) {
+    pb::NameCount* entry = out->add_done_by_name();
+    entry->set_name(name);
+    entry->set_count(count);
+  }
+}
+
+NameCounts from_proto(const google::protobuf::RepeatedPtrField<pb::NameCount>& in) {
+  NameCounts counts;
+  counts.reserve(in.size());
+  for (const pb::NameCount& entry : in) counts.emplace_back(entry.name(), entry.count());
+  return counts;
+}
+
+RankState from_proto(const pb::RankState& in) {
+  RankState state;
+  state.blocked = in.blocked();
+  state.shutting_down = in.shutting_down();
+  state.reason = in.reason();
+  state.failed = in.failed();
+  state.done = in.done();
+  state.awaited.assign(in.awaited().begin(), in.awaited().end());
+  state.pending = from_proto(in.pending());
+  state.done_by_name = from_proto(in.done_by_name());
+  return state;
+}
+
 }  // namespace
 
-std::string encode_requests(int rank, const std::vector<Request>& requests) {
+std::string encode_requests(int rank, const std::vector<Request>& requests,
+                            const RankState* state) {
   pb::RequestList list;
   list.set_rank(rank);
+  if (state) to_proto(*state, list.mutable_state());
   for (const Request& request : requests) {
     pb::Request* out = list.add_requests();
     out->set_tensor_name(request.name);
@@ -63,6 +104,10 @@ std::string encode_requests(int rank, const std::vector<Request>& requests) {
 }
 
 std::vector<Request> decode_requests(const std::string& bytes, int from) {
+  return decode_request_list(bytes, from).requests;
+}
+
+RequestList decode_request_list(const std::string& bytes, int from) {
   pb::RequestList list;
   if (!list.ParseFromString(bytes) || list.rank() != from) {
     RINGD_THROW(kProtocol, "the negotiation request list from rank "
@@ -70,16 +115,17 @@ std::vector<Request> decode_requests(const std::string& bytes, int from) {
                                << " bytes) does not parse; every rank must run the same ringd "
                                   "version");
   }
-  std::vector<Request> requests;
-  requests.reserve(list.requests_size());
+  RequestList decoded;
+  decoded.requests.reserve(list.requests_size());
   for (const pb::Request& in : list.requests()) {
     Request request;
     request.name = in.tensor_name();
     request.params = from_proto(in.params(), request.name, from);
     request.waited_us = in.waited_us();
-    requests.push_back(std::move(request));
+    decoded.requests.push_back(std::move(request));
   }
-  return requests;
+  if (list.has_state()) decoded.state = from_proto(list.state());
+  return decoded;
 }
 
 std::string encode_responses(const ResponseList& list) {
@@ -93,6 +139,12 @@ std::string encode_responses(const ResponseList& list) {
   }
   out.set_shutdown(list.shutdown);
   out.set_shutdown_reason(list.shutdown_reason);
+  out.set_deadlock(list.deadlock);
+  for (const StoppedRank& stopped : list.stopped) {
+    pb::StoppedRank* entry = out.add_stopped();
+    entry->set_rank(stopped.rank);
+    to_proto(stopped.state, entry->mutable_state());
+  }
   return out.SerializeAsString();
 }
 
@@ -107,6 +159,15 @@ ResponseList decode_responses(const std::string& bytes, int world_size) {
   ResponseList list;
   list.shutdown = in.shutdown();
   list.shutdown_reason = in.shutdown_reason();
+  list.deadlock = in.deadlock();
+  for (const pb::StoppedRank& stopped : in.stopped()) {
+    if (stopped.rank() < 0 || stopped.rank() >= world_size) {
+      RINGD_THROW(kProtocol, "the negotiation response list from rank 0 names rank "
+                                 << stopped.rank() << " as stopped, outside the job's "
+                                 << world_size << " ranks");
+    }
+    list.stopped.push_back(StoppedRank{stopped.rank(), from_proto(stopped.state())});
+  }
   for (const pb::Response& r : in.responses()) {
     Response response;
     response.name = r.tensor_name();

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusion/tensor_params.h"
@@ -17,14 +19,42 @@ struct Request {
   uint64_t waited_us = 0;  // how long the tensor has waited on the requesting rank
 };
 
+using NameCounts = std::vector<std::pair<std::string, uint64_t>>;
+
+// Where one rank stands (proto/negotiation.proto's RankState).
+struct RankState {
+  bool blocked = false;
+  bool shutting_down = false;
+  std::string reason;
+  bool failed = false;  // shutting down because of its own error
+  uint64_t done = 0;
+  std::vector<std::string> awaited;
+  NameCounts pending;       // name, times that name completed on this rank before
+  NameCounts done_by_name;  // shutting down only
+};
+
+struct StoppedRank {
+  int rank = 0;
+  RankState state;
+};
+
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
   std::string shutdown_reason;
+  std::string deadlock;              // set: every rank fails its pending tensors with this
+  std::vector<StoppedRank> stopped;  // ranks whose engines shut down in this cycle
 };
 
-std::string encode_requests(int rank, const std::vector<Request>& requests);
+struct RequestList {
+  std::vector<Request> requests;
+  std::optional<RankState> state;
+};
+
+std::string encode_requests(int rank, const std::vector<Request>& requests,
+                            const RankState* state = nullptr);
 // `from` names the sender in errors; the decoded list must carry `from` as its rank.
+RequestList decode_request_list(const std::string& bytes, int from);
 std::vector<Request> decode_requests(const std::string& bytes, int from);
 
 std::string encode_responses(const ResponseList& list);

@@ -1,9 +1,12 @@
 #include "ringd/job.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "common/fork_guard.h"
 #include "job/job_context.h"
 #include "job/topology.h"
 #include "ringd/collectives.h"
@@ -45,6 +48,10 @@ struct Job::Impl {
   job::JobContext connection;  // store server, store and Context
   std::unique_ptr<Engine> engine;
   bool shut_down = false;
+  const uint64_t generation = fork_generation();
+  const int owner_pid = getpid();
+  // In a child forked after the job opened: its threads, locks and sockets are the parent's.
+  bool inherited() const { return fork_generation() != generation; }
 };
 
 Job::Job(const JobOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -75,6 +82,10 @@ Job::Job(const JobOptions& options) : impl_(std::make_unique<Impl>()) {
 }
 
 Job::~Job() {
+  if (impl_->inherited()) {
+    (void)impl_.release();  // NOLINT(bugprone-unused-return-value): the parent's, leaked
+    return;
+  }
   try {
     shutdown();
   } catch (...) {  // a destructor reports nothing more
@@ -84,6 +95,9 @@ Job::~Job() {
 const JobIdentity& Job::identity() const { return impl_->identity; }
 
 Engine& Job::engine() {
+  if (impl_->inherited()) {
+    RINGD_THROW(kInvalidArgument, forked_child_message(rank(), impl_->owner_pid));
+  }
   if (impl_->shut_down) {
     RINGD_THROW(kInvalidArgument, "rank " << rank() << ": the job was shut down");
   }
@@ -101,11 +115,15 @@ Context& Job::context() {
   return *impl_->connection.ctx;
 }
 
-void Job::shutdown() {
+void Job::shutdown(const std::string& reason, bool failed) {
   if (impl_->shut_down) return;
+  if (impl_->inherited()) {  // the parent's: a child may end, but must not stop the parent's job
+    impl_->shut_down = true;
+    return;
+  }
   impl_->shut_down = true;
   if (impl_->engine) {
-    impl_->engine->shutdown();
+    impl_->engine->shutdown(reason, failed);
     impl_->engine.reset();
   }
   impl_->connection.ctx.reset();

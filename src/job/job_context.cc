@@ -1,5 +1,6 @@
 #include "job/job_context.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -115,11 +116,29 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
   return job;
 }
 
+namespace {
+
+// How likely an error is the root cause rather than a symptom of another rank's failure: a
+// peer lost or a timeout is what the other ranks see when one fails on its own (lower = first).
+int symptom_rank(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kPeerLost) return 2;
+    if (e.code() == ErrorCode::kTimeout) return 1;
+    return 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
 void run_inproc_ranks(int ranks, std::chrono::milliseconds timeout,
                       const std::function<void(Context& ctx, int rank)>& body) {
   InprocHub hub(ranks);
   std::mutex mutex;
-  std::exception_ptr first_error;
+  std::vector<std::exception_ptr> errors;  // in the order they happened
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(ranks));
   for (int rank = 0; rank < ranks; ++rank) {
@@ -130,14 +149,20 @@ void run_inproc_ranks(int ranks, std::chrono::milliseconds timeout,
       } catch (...) {
         {
           std::lock_guard<std::mutex> lock(mutex);
-          if (!first_error) first_error = std::current_exception();
+          errors.push_back(std::current_exception());
         }
         hub.kill_rank(rank);
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
+  if (errors.empty()) return;
+  // The rank's own failure (no space left, a refused checkpoint), not the "peer lost" the others
+  // saw after it, even when one of them happened to throw first.
+  const auto root = std::min_element(
+      errors.begin(), errors.end(),
+      [](const auto& a, const auto& b) { return symptom_rank(a) < symptom_rank(b); });
+  std::rethrow_exception(*root);
 }
 
 }  // namespace ringd::job

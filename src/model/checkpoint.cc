@@ -227,6 +227,18 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
   const std::string final_path = checkpoint_path(dir, meta.step);
   const std::string temp_path =
       dir + "/.tmp-" + std::to_string(::getpid()) + "-" + final_path.substr(dir.size() + 1);
+  // A name taken by something that is not a checkpoint file (a directory, a FIFO) is said as such
+  // before anything is written; rename() would only say "Is a directory" after the whole write.
+  struct stat taken {};
+  if (::lstat(final_path.c_str(), &taken) == 0 && !S_ISREG(taken.st_mode)) {
+    RINGD_THROW(kIo, "cannot write checkpoint " << final_path << ": that name is taken by "
+                                                << (S_ISDIR(taken.st_mode)    ? "a directory"
+                                                    : S_ISLNK(taken.st_mode)  ? "a symbolic link"
+                                                    : S_ISFIFO(taken.st_mode) ? "a FIFO"
+                                                                              : "a special file")
+                                                << ", not a checkpoint file; move it out of "
+                                                << dir);
+  }
 
   checkpoint::Header header;
   header.set_format_version(kCheckpointFormatVersion);

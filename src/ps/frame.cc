@@ -247,7 +247,7 @@ ps::Header error_header(int code, const std::string& message) {
 }
 
 void throw_remote_error(const std::string& peer, uint32_t code, const std::string& message) {
-  const ErrorCode error_code = code <= static_cast<uint32_t>(ErrorCode::kInternal)
+  const ErrorCode error_code = code <= static_cast<uint32_t>(ErrorCode::kDeadlock)
                                    ? static_cast<ErrorCode>(code)
                                    : ErrorCode::kProtocol;
   throw RemoteError(error_code,

@@ -82,6 +82,10 @@ std::string format_train_summary(const TrainSummary& s) {
     text += line;
   }
   if (!s.checkpoint.empty()) text += "checkpoint: " + s.checkpoint + "\n";
+  if (s.checkpoint_failures > 0) {
+    text += std::to_string(s.checkpoint_failures) +
+            " periodic checkpoint(s) could not be written (the warnings say why)\n";
+  }
   if (s.stopped_by_signal != 0) {
     std::snprintf(line, sizeof(line),
                   "stopped early on request (signal %d) after step %lld; --resume continues from "
@@ -123,6 +127,7 @@ std::string format_train_json(const TrainSummary& s) {
        s.test_accuracy < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.test_accuracy)},
       {"epochs", epochs},
       {"checkpoint", s.checkpoint},
+      {"checkpoint_failures", s.checkpoint_failures},
       {"resumed_from", s.resumed_from},
       {"params_sha256", s.params_sha256},
       {"stopped_by_signal",

@@ -215,12 +215,22 @@ class TrainRank {
                             "restored";
       }
     }
-    train(*sync, resume.step, summary);
+    try {
+      train(*sync, resume.step, summary);
+    } catch (const std::exception& e) {
+      // The peers' errors carry this rank's own cause, not "the engine was shut down".
+      if (engine) engine->shutdown(e.what(), /*failed=*/true);
+      throw;
+    }
     summary.params_sha256 = params_digest(params);
     if (hooks_.at_end && summary.stopped_by_signal == 0) hooks_.at_end(rank_, params);
     sync.reset();
     engine_ = nullptr;
-    if (engine) engine->shutdown();
+    if (engine) {
+      engine->shutdown(summary.stopped_by_signal != 0
+                           ? "it was stopped by signal " + std::to_string(summary.stopped_by_signal)
+                           : "it finished training");
+    }
     return summary;
   }
 
@@ -454,7 +464,23 @@ class TrainRank {
         }
         const bool periodic = config_.checkpoint_every > 0 && done % config_.checkpoint_every == 0;
         if (rank_ == 0 && !config_.checkpoint_dir.empty() && (periodic || done == total_steps_)) {
-          summary.checkpoint = save_checkpoint(done, step_seconds);
+          if (done == total_steps_) {
+            last_checkpoint = done;  // a failure is the run's error, not retried on the way out
+            summary.checkpoint = save_checkpoint(done, step_seconds);  // the result: must be kept
+          } else {
+            try {
+              summary.checkpoint = save_checkpoint(done, step_seconds);
+            } catch (const Error& error) {
+              // The run itself is fine, and the next checkpoint may well be written: say so loudly
+              // and go on (the final checkpoint's failure does end the run).
+              ++summary.checkpoint_failures;
+              RINGD_LOG(kWarn) << "step " << done
+                               << ": the periodic checkpoint was not written, training goes on "
+                                  "(the next one is due at step "
+                               << std::min(done + config_.checkpoint_every, total_steps_)
+                               << "): " << error.what();
+            }
+          }
           last_checkpoint = done;
         }
         if (stop != 0) {

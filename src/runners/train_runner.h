@@ -69,7 +69,8 @@ struct TrainSummary {
   double last_accuracy = 0;
   double test_accuracy = -1;  // at the end (-1: not evaluated)
   std::vector<EpochResult> epochs;
-  std::string checkpoint;  // the last one written ("" = none)
+  std::string checkpoint;           // the last one written ("" = none)
+  int64_t checkpoint_failures = 0;  // periodic checkpoints that could not be written (warned)
   std::string resumed_from;
   std::string params_sha256;  // of every parameter's bytes, registration order
   // Non-zero: the run stopped early, after `steps`, because a rank asked to (TrainHooks::

@@ -4,7 +4,10 @@
 //     run's own checkpoints nor resumed from, and the summary's checkpoint exists;
 //   * an older run's checkpoints with higher steps are left alone, not counted against this run's
 //     --keep-checkpoints, and --resume continues the run that wrote last;
-//   * temporary files of interrupted writes are removed when a run starts.
+//   * temporary files of interrupted writes are removed when a run starts;
+//   * a name taken by a directory costs a periodic checkpoint (a warning, the run goes on), and
+//     the final one's failure is the run's error on rank 0's own terms, not a peer's "peer lost"
+//     (issue 35, item 2).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "job/job_context.h"
 #include "model/checkpoint.h"
+#include "ringd/error.h"
 #include "runners/train_runner.h"
 #include "testing/ranks.h"
 #include "testing/tiny_train.h"
@@ -139,6 +144,37 @@ TEST_F(CheckpointRunTest, TemporariesOfInterruptedWritesAreRemovedAtStart) {
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{".tmp-notes.txt", "ckpt-0000000010.ringd"}));
+}
+
+TEST_F(CheckpointRunTest, ADirectoryAtAPeriodicCheckpointsNameCostsAWarningNotTheRun) {
+  const std::vector<float> reference = final_params_without_checkpoints(30);
+  fs::create_directories(at(20));
+  std::vector<float> params;
+  const runners::TrainSummary summary = train(config(30, 0, false), &params);
+  EXPECT_EQ(summary.steps, 30);
+  EXPECT_EQ(summary.checkpoint_failures, 1);
+  EXPECT_EQ(summary.checkpoint, at(30));
+  EXPECT_TRUE(fs::is_directory(at(20)));  // left alone
+  EXPECT_EQ(params, reference);
+}
+
+TEST_F(CheckpointRunTest, TheFinalCheckpointsFailureIsTheRunsErrorOnRankZerosOwnTerms) {
+  fs::create_directories(at(30));
+  const runners::TrainConfig c = config(30, 0, false);
+  const runners::TrainData data = testing::tiny_train_data();
+  try {
+    job::run_inproc_ranks(2, std::chrono::seconds(30), [&](Context& ctx, int) {
+      runners::run_train_rank(ctx, c, data, runners::TrainHooks{});
+    });
+    ADD_FAILURE() << "the run succeeded without its final checkpoint";
+  } catch (const ringd::Error& error) {
+    EXPECT_EQ(error.code(), ringd::ErrorCode::kIo) << error.what();
+    const std::string message = error.what();
+    EXPECT_NE(
+        message.find("cannot write checkpoint " + at(30) + ": that name is taken by a directory"),
+        std::string::npos)
+        << message;
+  }
 }
 
 }  // namespace

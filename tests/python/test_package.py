@@ -30,6 +30,7 @@ ERROR_CLASSES = {
     "io": "RingdIOError",
     "unavailable": "UnavailableError",
     "internal": "InternalError",
+    "deadlock": "DeadlockError",
 }
 
 
@@ -73,6 +74,10 @@ def test_every_error_code_raises_its_class_with_the_message(code_name, class_nam
         _core._raise_for_test(code_name, message)
     assert type(info.value) is cls
     assert str(info.value) == message
+
+
+def test_a_deadlock_error_is_a_mismatch_error():
+    assert issubclass(ringd.DeadlockError, ringd.MismatchError)
 
 
 def test_invalid_argument_is_also_a_value_error():

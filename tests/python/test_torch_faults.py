@@ -47,6 +47,19 @@ def test_a_dead_peer_fails_ddp_on_the_ringd_backend_within_the_timeout(tmp_path)
         assert "rank 2" in result["backward"]["message"], result
 
 
+def test_uneven_data_under_ddp_then_barrier_raises_deadlock_on_every_rank(tmp_path):
+    workers = Workers("faults_worker.py", 2, tmp_path, args=["ddp_uneven"],
+                      env={"RINGD_TIMEOUT": "20"})
+    codes = workers.wait(timeout=60)
+    assert codes == [0, 0], workers.describe(codes)
+    for rank in (0, 1):
+        result = read(tmp_path, rank)
+        assert result["error"] is not None, result
+        assert "deadlock: no rank can make progress" in result["message"], result
+        assert "rank 1 waits on 'torch.0.barrier." in result["message"], result
+        assert result["seconds"] < 10, result  # detected, not timed out
+
+
 def test_ctrl_c_interrupts_a_blocked_synchronize(tmp_path):
     workers = Workers("faults_worker.py", 2, tmp_path, args=["ctrl_c"])
     deadline = time.monotonic() + 60

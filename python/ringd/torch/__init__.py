@@ -17,6 +17,7 @@ unmodified DDP script runs on ringd with init_process_group("ringd").
 """
 
 from ringd._core import (
+    DeadlockError,
     InvalidArgumentError,
     MismatchError,
     PeerLostError,
@@ -86,5 +87,6 @@ __all__ = [
     "allgather", "allgather_async", "reducescatter", "synchronize", "poll", "barrier",
     "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "allgather_object",
     "DistributedOptimizer", "set_epoch",
-    "RingdError", "InvalidArgumentError", "MismatchError", "PeerLostError", "RingdTimeoutError",
+    "RingdError", "InvalidArgumentError", "MismatchError", "DeadlockError", "PeerLostError",
+    "RingdTimeoutError",
 ]

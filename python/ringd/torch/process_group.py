@@ -99,7 +99,9 @@ class _Completions:
 
     def submit(self, handles, finish):
         future = torch.futures.Future()
-        self._queue.put((handles, finish, future))
+        # The submitting thread (DDP's backward) then waits on the Future, where ringd cannot see
+        # it: the waits here are made for it, so a deadlock across ranks is still detected.
+        self._queue.put((handles, finish, future, threading.get_ident()))
         # What C++ waits on is a callback's Future: torch's set_exception() only stores the
         # exception as the value (C++ would read it as the result: DDP's reducer crashed on one),
         # while a callback that raises makes its Future fail in C++ with the message.
@@ -120,10 +122,10 @@ def _value(future):
     return future.value()  # raises the collective's error
 
 
-def _complete(handles, finish, future):
+def _complete(handles, finish, future, submitter):
     try:
         for handle in handles:
-            handle.wait()
+            handle.wait(for_thread=submitter)
         result = finish()
     except Exception as error:  # noqa: BLE001 - handed to whoever waits
         future.set_exception(error)

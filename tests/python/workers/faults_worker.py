@@ -9,7 +9,12 @@ scenario:
              plain dist.all_reduce after it.
   ctrl_c     rank 0 waits on an allreduce that rank 1 never submits and prints "waiting"; the
              test sends it SIGINT, which must raise KeyboardInterrupt out of synchronize().
-             Rank 1 waits on a tensor of its own until rank 0's shutdown ends it.
+             Rank 1 polls a tensor of its own (a poll is not a wait: the ranks are not
+             deadlocked) until rank 0's shutdown ends it.
+  ddp_uneven DDP over the backend "ringd" with uneven data: rank 0 runs 3 steps, rank 1 runs 2
+             and then calls dist.barrier(). Both must raise, naming the deadlock, within
+             seconds (rank 0's backward waits on a torch Future, out of ringd's sight: its
+             completion thread's waits are made for it).
 """
 
 import json
@@ -79,18 +84,41 @@ def ctrl_c(rank, size):
         write(rank, result)
         hvd.shutdown()  # ends rank 1's wait too
     else:
+        handle = hvd.allreduce_async(torch.ones(3), name="only.rank1")
+        while not hvd.poll(handle):
+            time.sleep(0.05)
         try:
-            hvd.allreduce(torch.ones(3), name="only.rank1")
+            hvd.synchronize(handle)
             result = {"error": None}
         except hvd.RingdError as error:
             result = {"error": type(error).__name__}
         write(rank, result)
 
 
+def ddp_uneven(rank, size):
+    import torch.distributed as dist
+
+    dist.init_process_group("ringd")
+    torch.manual_seed(1)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 4))
+    start = time.monotonic()
+    try:
+        for _ in range(3 if rank == 0 else 2):
+            model(torch.ones(2, 8)).sum().backward()
+        dist.barrier()
+        result = {"error": None}
+    except RuntimeError as error:
+        result = {"error": type(error).__name__, "message": str(error)}
+    result["seconds"] = time.monotonic() - start
+    write(rank, result)
+    hvd.shutdown()
+
+
 def main():
     scenario = sys.argv[2]
-    if scenario == "ddp_dead_peer":  # init_process_group("ringd") opens the job
-        ddp_dead_peer(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+    if scenario.startswith("ddp_"):  # init_process_group("ringd") opens the job
+        {"ddp_dead_peer": ddp_dead_peer, "ddp_uneven": ddp_uneven}[scenario](
+            int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
         return
     hvd.init()
     {"dead_peer": dead_peer, "ctrl_c": ctrl_c}[scenario](hvd.rank(), hvd.size())

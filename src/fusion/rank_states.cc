@@ -1,0 +1,127 @@
+#include "fusion/rank_states.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace ringd::fusion {
+namespace {
+
+constexpr size_t kNamesListed = 8;  // per rank, in a deadlock message
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::ostringstream os;
+  for (size_t i = 0; i < names.size() && i < kNamesListed; ++i) {
+    os << (i ? ", " : "") << "'" << names[i] << "'";
+  }
+  if (names.size() > kNamesListed) os << " and " << names.size() - kNamesListed << " more";
+  return os.str();
+}
+
+std::string pending_list(const NameCounts& pending) {
+  std::ostringstream os;
+  for (size_t i = 0; i < pending.size() && i < kNamesListed; ++i) {
+    os << (i ? ", " : "") << "'" << pending[i].first << "' (its " << ordinal(pending[i].second + 1)
+       << ")";
+  }
+  if (pending.size() > kNamesListed) os << " and " << pending.size() - kNamesListed << " more";
+  return os.str();
+}
+
+}  // namespace
+
+std::string ordinal(uint64_t n) {
+  const uint64_t tens = n % 100;
+  const char* suffix = "th";
+  if (tens < 11 || tens > 13) {
+    switch (n % 10) {
+      case 1: suffix = "st"; break;
+      case 2: suffix = "nd"; break;
+      case 3: suffix = "rd"; break;
+      default: break;
+    }
+  }
+  return std::to_string(n) + suffix;
+}
+
+std::string find_deadlock(const std::vector<RankState>& states) {
+  if (states.size() < 2) return "";
+  std::map<std::string, size_t> ranks_pending;  // name -> ranks that have it pending
+  for (const RankState& state : states) {
+    if (!state.blocked || state.shutting_down) return "";
+    for (const auto& [name, count] : state.pending) ++ranks_pending[name];
+  }
+  for (const auto& [name, ranks] : ranks_pending) {
+    if (ranks == states.size()) return "";  // it runs this cycle: progress
+  }
+  std::ostringstream os;
+  os << "deadlock: no rank can make progress. ";
+  for (size_t rank = 0; rank < states.size(); ++rank) {
+    const RankState& state = states[rank];
+    os << (rank ? "; " : "") << "rank " << rank << " waits on " << quoted_list(state.awaited)
+       << " (pending there: " << (state.pending.empty() ? "nothing" : pending_list(state.pending))
+       << ", " << state.done << " collectives done)";
+  }
+  os << ". Each rank waits for a tensor that another rank has not submitted and cannot submit "
+        "before its own wait returns: collectives called in different orders on different ranks, "
+        "a collective skipped under a rank-dependent condition, or uneven data (one rank runs more "
+        "steps than another). Submit the same tensors in the same order on every rank (or submit "
+        "them all asynchronously, then wait), and give every rank the same number of steps";
+  return os.str();
+}
+
+namespace {
+
+// "(3 collectives in all; its reason: ...)" or, for a failure, "(3 collectives in all): ...".
+void reason_of(std::ostringstream& os, const RankState& state, const char* collectives) {
+  const std::string reason = state.reason.empty() ? "not given" : state.reason;
+  os << " (" << state.done << collectives;
+  if (state.failed) {
+    os << "): " << reason;
+  } else {
+    os << "; its reason: " << reason << ")";
+  }
+}
+
+}  // namespace
+
+std::string describe_stopped(const std::vector<StoppedRank>& stopped) {
+  std::ostringstream os;
+  for (size_t i = 0; i < stopped.size(); ++i) {
+    const StoppedRank& s = stopped[i];
+    os << (i ? "; " : "") << "rank " << s.rank
+       << (s.state.failed ? " failed and shut down" : " has shut down");
+    reason_of(os, s.state, " collectives completed");
+  }
+  return os.str();
+}
+
+std::string stopped_tensor_message(int rank, const std::string& tensor, uint64_t own_count,
+                                   const std::vector<StoppedRank>& stopped) {
+  std::ostringstream os;
+  os << "rank " << rank << ": tensor '" << tensor << "' (its " << ordinal(own_count + 1)
+     << " submission here) cannot complete: ";
+  bool all_failed = true;
+  for (size_t i = 0; i < stopped.size(); ++i) {
+    const StoppedRank& s = stopped[i];
+    const auto it = std::find_if(s.state.done_by_name.begin(), s.state.done_by_name.end(),
+                                 [&](const auto& entry) { return entry.first == tensor; });
+    all_failed = all_failed && s.state.failed;
+    os << (i ? "; " : "") << "rank " << s.rank
+       << (s.state.failed ? " failed and shut down " : " has shut down ");
+    if (it != s.state.done_by_name.end()) {
+      os << "after completing it " << it->second << (it->second == 1 ? " time" : " times");
+    } else {
+      os << "without completing it";
+    }
+    reason_of(os, s.state, " collectives in all");
+  }
+  if (!all_failed) {
+    os << ". Uneven data across ranks? Every rank must run the same collectives the same number "
+          "of times: give every rank the same number of steps (batches), or stop them all at the "
+          "same one";
+  }
+  return os.str();
+}
+
+}  // namespace ringd::fusion

@@ -1,0 +1,94 @@
+"""No hangs and the right rank blamed, as careless users meet them through the Python package
+(workers/misuse_worker.py; 2 ranks, RINGD_TIMEOUT=10, the stall settings at their defaults).
+Every run is bounded by worker_launcher, so a regression fails instead of hanging."""
+
+import json
+
+import pytest
+
+from worker_launcher import Workers
+
+pytest.importorskip("numpy")
+
+TIMEOUT_S = 10
+
+
+def run(tmp_path, scenario, expected_codes=(0, 0)):
+    workers = Workers("misuse_worker.py", 2, tmp_path, args=[scenario],
+                      env={"RINGD_TIMEOUT": str(TIMEOUT_S)})
+    codes = workers.wait(timeout=60)
+    assert codes == list(expected_codes), workers.describe(codes)
+    return workers
+
+
+def read(out_dir, name):
+    return json.loads((out_dir / name).read_text())
+
+
+def test_synchronous_calls_in_different_orders_raise_deadlock_error_on_every_rank(tmp_path):
+    run(tmp_path, "order")
+    for rank in (0, 1):
+        result = read(tmp_path, f"rank{rank}.json")
+        assert result["error"] == "DeadlockError", result
+        assert result["mismatch"], result  # a DeadlockError is a MismatchError
+        assert result["seconds"] < TIMEOUT_S / 2, result  # detected, not timed out
+        assert "rank 0 waits on 'a'" in result["message"], result
+        assert "rank 1 waits on 'b'" in result["message"], result
+        assert result["after"] == [2.0, 2.0, 2.0], result
+
+
+def test_uneven_steps_then_barrier_raise_deadlock_error_naming_the_step(tmp_path):
+    run(tmp_path, "uneven_barrier")
+    for rank in (0, 1):
+        result = read(tmp_path, f"rank{rank}.json")
+        assert result["error"] == "DeadlockError", result
+        assert "rank 0 waits on 'grad' (pending there: 'grad' (its 4th)" in result["message"]
+        assert "rank 1 waits on 'barrier.noname.0'" in result["message"], result
+        assert "uneven data" in result["message"], result
+
+
+@pytest.mark.parametrize("ending, code, reason", [
+    ("shutdown", 0, "its reason: shutdown() was called on this rank"),
+    ("exit", 0, "its reason: its process is exiting normally"),
+    ("exception", 1, "): its process is exiting on an uncaught ValueError: boom on rank 1"),
+])
+def test_a_rank_that_stops_early_is_named_with_its_count_and_reason(tmp_path, ending, code,
+                                                                   reason):
+    workers = run(tmp_path, f"early_{ending}", expected_codes=(0, code))
+    result = read(tmp_path, "rank0.json")
+    assert result["error"] == "PeerLostError", result
+    message = result["message"]
+    assert "tensor 'grad' (its 4th submission here)" in message, result
+    stopped = "failed and shut down" if ending == "exception" else "has shut down"
+    assert f"rank 1 {stopped} after completing it 3 times" in message, result
+    assert reason in message, result
+    # A rank that ended early hints at uneven data; one that failed is reported as a failure.
+    assert ("Uneven data" in message) == (ending != "exception"), result
+    assert result["seconds"] < TIMEOUT_S / 2, result
+    if ending == "exception":
+        assert "ValueError: boom on rank 1" in workers.output(1)  # the traceback still prints
+
+
+def test_unnamed_calls_from_two_threads_at_once_are_refused(tmp_path):
+    run(tmp_path, "threads")
+    for rank in (0, 1):
+        seen = read(tmp_path, f"rank{rank}.json")
+        assert seen["first"] == [3.0, 3.0], seen
+        assert seen["first_again"] == [3.0, 3.0], seen
+        assert "also makes unnamed calls" in seen["second"], seen
+        assert "Pass name=" in seen["second"], seen
+        assert seen["later"] == [2.0, 2.0], seen
+
+
+def test_a_forked_child_exits_and_its_collective_raises_at_once(tmp_path):
+    run(tmp_path, "fork")
+    for rank in (0, 1):
+        result = read(tmp_path, f"rank{rank}.json")
+        assert result["os.fork"] == 0, result
+        assert result["mp"] == 0, result
+        assert result["after"] == [2.0, 2.0, 2.0], result
+        for how in ("os.fork", "mp"):
+            child = read(tmp_path, f"child{rank}-{how}.json")
+            assert child["error"] == "InvalidArgumentError", child
+            assert "is a child forked after the job was opened" in child["message"], child
+            assert child["seconds"] < 1, child
