@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -62,6 +63,15 @@ class Job {
   // malformed inputs, kTimeout when the peers do not all arrive within the timeout.
   explicit Job(const JobOptions& options = {});
   ~Job();  // shutdown(), never throws
+
+  // Like the constructor, but the wait for the peers can be interrupted (Ctrl-C in a binding):
+  // `interrupted` is called on this thread every `every`, and when it returns true open() returns
+  // nullptr at once, leaving the opening to end on its own (at its timeout, or shut down as soon
+  // as it completes). The waiting runs on a helper thread, except for the mpi transport: MPI is
+  // initialized and finalized on one thread, and mpirun ends its processes on Ctrl-C itself.
+  static std::unique_ptr<Job> open(
+      const JobOptions& options, const std::function<bool()>& interrupted,
+      std::chrono::milliseconds every = std::chrono::milliseconds(100));
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 

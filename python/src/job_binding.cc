@@ -44,7 +44,7 @@ std::optional<Compression> parse_optional_compression(const std::optional<std::s
 
 class PyJob {
  public:
-  explicit PyJob(const JobOptions& options) : job_(std::make_unique<Job>(options)) {}
+  explicit PyJob(std::unique_ptr<Job> job) : job_(std::move(job)) {}
   // Job's destructor would shut down too, but with the GIL held.
   ~PyJob() {
     try {
@@ -205,8 +205,17 @@ void bind_job(nb::module_& module) {
             const JobOptions options =
                 job_options(rank, size, std::move(rendezvous), std::move(transport), timeout_s,
                             std::move(interface));
-            nb::gil_scoped_release release;
-            new (self) PyJob(options);
+            // Ctrl-C interrupts the wait for the peers (Job::open): KeyboardInterrupt at once.
+            std::unique_ptr<Job> job;
+            {
+              nb::gil_scoped_release release;
+              job = Job::open(options, [] {
+                nb::gil_scoped_acquire acquire;
+                return PyErr_CheckSignals() != 0;
+              });
+            }
+            if (!job) throw nb::python_error();
+            new (self) PyJob(std::move(job));
           },
           "rank"_a = -1, "size"_a = -1, "rendezvous"_a = "", "transport"_a = "",
           "timeout_s"_a = 0.0, nb::kw_only(), "interface"_a = "")

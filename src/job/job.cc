@@ -2,7 +2,12 @@
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -79,6 +84,55 @@ Job::Job(const JobOptions& options) : impl_(std::make_unique<Impl>()) {
   identity.source = topology.source;
   place_across_nodes(ctx, &identity);
   if (options.start_engine) impl_->engine = std::make_unique<Engine>(ctx, options.engine);
+}
+
+std::unique_ptr<Job> Job::open(const JobOptions& options, const std::function<bool()>& interrupted,
+                               std::chrono::milliseconds every) {
+  const job::Topology topology =
+      job::resolve_topology(topology_flags(options), job::process_environment(), RINGD_HAVE_MPI);
+  if (topology.transport == "mpi" || !interrupted) return std::make_unique<Job>(options);
+  struct Opening {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    bool abandoned = false;
+    std::unique_ptr<Job> job;
+    std::exception_ptr error;
+  };
+  auto opening = std::make_shared<Opening>();
+  std::thread([opening, options] {
+    std::unique_ptr<Job> job;
+    std::exception_ptr error;
+    try {
+      job = std::make_unique<Job>(options);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::unique_lock<std::mutex> lock(opening->mutex);
+    opening->done = true;
+    if (opening->abandoned) {
+      lock.unlock();
+      return;  // `job` (if it opened) shuts down here: nobody wants it any more
+    }
+    opening->job = std::move(job);
+    opening->error = error;
+    lock.unlock();
+    opening->done_cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(opening->mutex);
+  while (!opening->done_cv.wait_for(lock, every, [&] { return opening->done; })) {
+    lock.unlock();
+    const bool stop = interrupted();
+    lock.lock();
+    if (stop) {
+      opening->abandoned = true;
+      std::unique_ptr<Job> opened = std::move(opening->job);  // if it opened meanwhile
+      lock.unlock();
+      return nullptr;  // `opened` shuts down here
+    }
+  }
+  if (opening->error) std::rethrow_exception(opening->error);
+  return std::move(opening->job);
 }
 
 Job::~Job() {

@@ -3,6 +3,8 @@
 Every run is bounded by worker_launcher, so a regression fails instead of hanging."""
 
 import json
+import signal
+import time
 
 import pytest
 
@@ -92,3 +94,23 @@ def test_a_forked_child_exits_and_its_collective_raises_at_once(tmp_path):
             assert child["error"] == "InvalidArgumentError", child
             assert "is a child forked after the job was opened" in child["message"], child
             assert child["seconds"] < 1, child
+
+
+def test_ctrl_c_interrupts_init_while_a_peer_is_missing(tmp_path):
+    workers = Workers("misuse_worker.py", 2, tmp_path, args=["init_ctrl_c"],
+                      env={"RINGD_TIMEOUT": "30"})
+    deadline = time.monotonic() + 30
+    while "opening" not in workers.output(0):
+        assert time.monotonic() < deadline, workers.describe(workers.wait(0))
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside init(), waiting for rank 1
+    workers.procs[0].send_signal(signal.SIGINT)
+    start = time.monotonic()
+    code = workers.procs[0].wait(timeout=20)
+    exited_after = time.monotonic() - start
+    codes = workers.wait(timeout=0)  # rank 1 is killed
+    assert code == 0, workers.describe(codes)
+    result = read(tmp_path, "rank0.json")
+    assert result["interrupted"], result
+    assert result["seconds"] < 5, result  # not RINGD_TIMEOUT's 30 s
+    assert exited_after < 5, exited_after

@@ -9,6 +9,8 @@ argv[2] is the scenario; each rank writes rank<N>.json with what it saw.
   threads           two threads of each rank make unnamed calls at once
   fork              after init(), children made by os.fork() and by multiprocessing's fork
                     try a collective and end through sys.exit()
+  init_ctrl_c       rank 1 never calls init(); rank 0 prints "opening" and waits in init()
+                    until the test's SIGINT, which must raise KeyboardInterrupt at once
 """
 
 import json
@@ -148,9 +150,28 @@ def fork(rank, size):
     write(rank, result)
 
 
+def init_ctrl_c():
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        time.sleep(60)  # never joins; the test kills it
+        return
+    print("opening", flush=True)
+    start = time.monotonic()
+    try:
+        ringd.init()
+        result = {"interrupted": False}
+    except KeyboardInterrupt:
+        result = {"interrupted": True}
+    result["seconds"] = time.monotonic() - start
+    write(rank, result)
+
+
 def main():
-    ringd.init()
     scenario = sys.argv[2]
+    if scenario == "init_ctrl_c":
+        init_ctrl_c()
+        return
+    ringd.init()
     rank, size = ringd.rank(), ringd.size()
     if scenario.startswith("early_"):
         steps_then(rank, scenario[len("early_"):])
