@@ -6,7 +6,7 @@ the same calls in the same order generate the same names ("allreduce.noname.3");
 time may make unnamed calls (the order of several threads' calls differs between ranks).
 
 When this process stops its job, the other ranks are told why (their errors name this rank and
-the reason): shutdown() called, the interpreter exiting normally, or exiting on an uncaught
+the reason): shutdown() called, the interpreter exiting (the script ended, sys.exit), or exiting on an uncaught
 exception (recorded by a sys.excepthook that init() chains in front of the existing one).
 A child forked after init() inherits the job object but not its threads: there the job is left
 alone (the C++ side leaks it), and a collective raises at once (common/fork_guard.h).
@@ -83,7 +83,8 @@ def _shutdown_at_exit():
     if _uncaught is not None:
         shutdown(f"its process is exiting on an uncaught {_uncaught}", failed=True)
     else:
-        shutdown("its process is exiting normally (no ringd.shutdown() before)")
+        shutdown("its process is exiting without an uncaught exception (the script ended, or sys.exit; "
+                 "no ringd.shutdown() before)")
 
 
 atexit.register(_shutdown_at_exit)
@@ -108,7 +109,8 @@ def _chain_excepthook():
 
 def _after_fork_in_child():
     """The parent's job stays the parent's: a fresh lock (another thread may have held this one
-    when the process forked), and no shutdown of the parent's job at this child's exit."""
+    when the process forked); the shutdown at this child's exit then does nothing (the C++ side
+    knows the job belongs to the parent)."""
     global _lock, _unnamed_thread
     _lock = threading.Lock()
     _unnamed_thread = None

@@ -13,6 +13,7 @@
 #include <random>
 #include <system_error>
 
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "proto/checkpoint.pb.h"
@@ -90,16 +91,6 @@ checkpoint::TensorEntry* add_entry(
 
 [[noreturn]] void corrupt(const std::string& path, const std::string& why) {
   RINGD_THROW(kProtocol, "checkpoint " << path << " is not usable: " << why);
-}
-
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
 }
 
 [[noreturn]] void not_regular(const std::string& path, mode_t mode) {
@@ -231,13 +222,9 @@ std::string write_checkpoint(const std::string& dir, const CheckpointMeta& meta,
   // before anything is written; rename() would only say "Is a directory" after the whole write.
   struct stat taken {};
   if (::lstat(final_path.c_str(), &taken) == 0 && !S_ISREG(taken.st_mode)) {
-    RINGD_THROW(kIo, "cannot write checkpoint " << final_path << ": that name is taken by "
-                                                << (S_ISDIR(taken.st_mode)    ? "a directory"
-                                                    : S_ISLNK(taken.st_mode)  ? "a symbolic link"
-                                                    : S_ISFIFO(taken.st_mode) ? "a FIFO"
-                                                                              : "a special file")
-                                                << ", not a checkpoint file; move it out of "
-                                                << dir);
+    RINGD_THROW(kIo, "cannot write checkpoint "
+                         << final_path << ": that name is taken by " << file_kind(taken.st_mode)
+                         << ", not a checkpoint file; move it out of " << dir);
   }
 
   checkpoint::Header header;

@@ -51,7 +51,7 @@ def test_uneven_steps_then_barrier_raise_deadlock_error_naming_the_step(tmp_path
 
 @pytest.mark.parametrize("ending, code, reason", [
     ("shutdown", 0, "its reason: shutdown() was called on this rank"),
-    ("exit", 0, "its reason: its process is exiting normally"),
+    ("exit", 0, "its reason: its process is exiting without an uncaught exception"),
     ("exception", 1, "): its process is exiting on an uncaught ValueError: boom on rank 1"),
 ])
 def test_a_rank_that_stops_early_is_named_with_its_count_and_reason(tmp_path, ending, code,
