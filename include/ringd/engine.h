@@ -127,8 +127,13 @@ struct EngineStats {
   // per element of tensors kept dense, 2 per element with fp16/bf16, the payload without.
   uint64_t compressed_bytes = 0;
   uint64_t dgc_sparse_tensors = 0;  // * DGC tensors exchanged as pairs (the others went dense)
-  double negotiation_s = 0;         // time in negotiation (including waiting for other ranks)
-  double execution_s = 0;           // time running collectives and copies
+  // * Each rank's lag behind the median rank (seconds, index = rank), averaged over the last 20
+  // cycles that ran something; empty before the first such window. Rank 0 logs "rank 2 is the
+  // straggler: ready 310 ms after the median rank ..." when one lags 20 ms or more and at least
+  // a tenth of the mean interval between those cycles (src/fusion/controller.h).
+  std::vector<double> rank_lag_s;
+  double negotiation_s = 0;  // time in negotiation (including waiting for other ranks)
+  double execution_s = 0;    // time running collectives and copies
   struct Cycle {
     double negotiation_us;
     double execution_us;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/logging.h"
 #include "fusion/message_exchange.h"
 #include "fusion/rank_states.h"
 #include "ringd/error.h"
@@ -41,8 +42,10 @@ CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
 
   std::vector<uint8_t> flags = flag_vector(pending, shutting_down, !stall_reason.empty(),
                                            wants_state_round(shutting_down, now));
+  const Clock::time_point entered = Clock::now();
   allreduce(ctx_, flags.data(), flags.data(), flags.size(), DataType::kUInt8, ReduceOp::kMin,
             flag_options_);
+  const std::chrono::duration<double> waited = Clock::now() - entered;
 
   // Slots some rank invalidated leave every cache; tensors here that hoped to run from them go
   // to the coordinator in this cycle's round (the invalidating rank forces one).
@@ -72,7 +75,31 @@ CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
                                                       : describe_stopped(outcome.stopped);
   }
   release_groups(outcome);
+  if (!outcome.ready.empty() && !outcome.shutdown) measure_lag(waited.count(), outcome, now);
   return outcome;
+}
+
+void Controller::measure_lag(double wait_s, CycleOutcome& outcome, Clock::time_point now) {
+  if (ctx_.size() < 2) return;
+  if (lag_cycles_ == 0) lag_window_start_ = now;
+  lag_wait_s_ += wait_s;
+  if (++lag_cycles_ < kStragglerWindow) return;
+  const double interval_s =
+      std::chrono::duration<double>(now - lag_window_start_).count() / (kStragglerWindow - 1);
+  std::vector<double> waits(static_cast<size_t>(ctx_.size()), 0.0);
+  waits[static_cast<size_t>(ctx_.rank())] = lag_wait_s_ / lag_cycles_;
+  lag_wait_s_ = 0;
+  lag_cycles_ = 0;
+  allreduce(ctx_, waits.data(), waits.data(), waits.size(), DataType::kFloat64, ReduceOp::kSum,
+            flag_options_);
+  outcome.rank_lag_s = rank_lags(waits);
+  if (ctx_.rank() != 0 || now < next_straggler_warning_) return;
+  const double threshold_s =
+      std::max(std::chrono::duration<double>(kStragglerWarning).count(), interval_s / 10);
+  const std::string warning = describe_straggler(outcome.rank_lag_s, kStragglerWindow, threshold_s);
+  if (warning.empty()) return;
+  RINGD_LOG(kWarn) << "rank 0: " << warning;
+  next_straggler_warning_ = now + std::chrono::minutes(1);
 }
 
 void Controller::sort_new_tensors(PendingTable& pending, Clock::time_point now) {

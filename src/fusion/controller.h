@@ -33,6 +33,14 @@
 //     kDeadlock, naming what each rank waits on. The engines keep running.
 // A rank that waits only briefly (a synchronous collective that completes) never asks, so the
 // steady state costs nothing more than the flag byte.
+//
+// Stragglers. Every rank times its own wait inside the flag allreduce: the last rank to arrive
+// waits least, the first most. Over the cycles that ran something (the same cycles on every
+// rank) each rank averages its wait; every kStragglerWindow such cycles one more allreduce (sum
+// of a vector with each rank's mean in its slot) tells every rank everyone's, and a rank's lag is
+// the median wait minus its own: how long after the median rank it was ready. Rank 0 warns (at
+// most once a minute) when a rank lags by kStragglerWarning or more and by at least a tenth of
+// the window's mean interval between those cycles (so a 20 ms lag in 5 s steps is no news).
 #pragma once
 
 #include <chrono>
@@ -69,6 +77,9 @@ struct CycleOutcome {
   std::string shutdown_reason;
   std::vector<StoppedRank> stopped;  // the ranks that shut down, with their states
   bool coordinator_round = false;
+  // Set every kStragglerWindow cycles that ran something: how long after the median rank each
+  // rank reached those cycles, on average (seconds, index = rank; identical on every rank).
+  std::vector<double> rank_lag_s;
 };
 
 // This rank's part of a state round: the engine fills in everything but `blocked` and
@@ -78,6 +89,9 @@ using DescribeRank = std::function<void(const PendingTable& pending, RankState& 
 class Controller {
  public:
   static constexpr std::chrono::milliseconds kReportBlockedAfter{1000};
+  static constexpr int kStragglerWindow = 20;
+  // Rank 0 warns when a rank lags by this much and by a tenth of the window's mean cycle interval.
+  static constexpr std::chrono::milliseconds kStragglerWarning{20};
 
   Controller(Context& ctx, size_t cache_capacity, CollectiveOptions flag_options,
              std::unique_ptr<StallInspector> stall, std::shared_ptr<WaitTracker> waits = nullptr,
@@ -106,6 +120,7 @@ class Controller {
                                  bool progress);
   void apply_responses(const ResponseList& list, PendingTable& pending, CycleOutcome& outcome);
   void release_groups(CycleOutcome& outcome);
+  void measure_lag(double wait_s, CycleOutcome& outcome, Clock::time_point now);
 
   Context& ctx_;
   ResponseCache cache_;
@@ -113,7 +128,11 @@ class Controller {
   std::unique_ptr<StallInspector> stall_;
   std::shared_ptr<WaitTracker> waits_;
   DescribeRank describe_;
-  Clock::time_point last_state_report_{};   // when this rank last asked for a state round
+  Clock::time_point last_state_report_{};  // when this rank last asked for a state round
+  double lag_wait_s_ = 0;                  // this rank's waits in the window's cycles
+  int lag_cycles_ = 0;                     // cycles in the window so far
+  Clock::time_point lag_window_start_{};
+  Clock::time_point next_straggler_warning_{};
   std::optional<Coordinator> coordinator_;  // rank 0 only
   std::vector<int> invalid_slots_;          // this cycle's slots to evict (sort_new_tensors)
   uint64_t cycle_ = 0;

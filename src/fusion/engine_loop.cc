@@ -91,6 +91,7 @@ bool Engine::Impl::run_cycle(bool shutting_down, Clock::time_point start) {
     std::lock_guard<std::mutex> lock(mutex);
     cycle = ++stats.cycles;
     stats.coordinator_rounds += outcome.coordinator_round ? 1 : 0;
+    if (!outcome.rank_lag_s.empty()) stats.rank_lag_s = outcome.rank_lag_s;
     stats.negotiation_s += negotiation.count();
   }
   for (fusion::FailedTensor& failed : outcome.failed) {

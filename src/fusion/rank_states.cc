@@ -30,6 +30,38 @@ std::string pending_list(const NameCounts& pending) {
 
 }  // namespace
 
+std::vector<double> rank_lags(const std::vector<double>& waits) {
+  std::vector<double> sorted = waits;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  double median = 0;
+  if (n > 0) median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  std::vector<double> lags;
+  lags.reserve(n);
+  for (double wait : waits) lags.push_back(std::max(0.0, median - wait));
+  return lags;
+}
+
+std::string describe_straggler(const std::vector<double>& lags, int cycles, double warning_s) {
+  if (lags.empty()) return "";
+  const size_t worst =
+      static_cast<size_t>(std::max_element(lags.begin(), lags.end()) - lags.begin());
+  if (lags[worst] < warning_s) return "";
+  const auto ms = [](double seconds) { return static_cast<int64_t>(seconds * 1000 + 0.5); };
+  std::ostringstream os;
+  os << "rank " << worst << " is the straggler: ready " << ms(lags[worst])
+     << " ms after the median rank, on average over the last " << cycles
+     << " cycles (a slower or throttled CPU, a busy host, a slow link or slow data loading on "
+        "that rank; every rank waits for it)";
+  bool first = true;
+  for (size_t rank = 0; rank < lags.size(); ++rank) {
+    if (rank == worst || lags[rank] < warning_s / 2) continue;
+    os << (first ? "; also behind: " : ", ") << "rank " << rank << " " << ms(lags[rank]) << " ms";
+    first = false;
+  }
+  return os.str();
+}
+
 std::string ordinal(uint64_t n) {
   const uint64_t tens = n % 100;
   const char* suffix = "th";

@@ -28,6 +28,14 @@ std::string describe_stopped(const std::vector<StoppedRank>& stopped);
 std::string stopped_tensor_message(int rank, const std::string& tensor, uint64_t own_count,
                                    const std::vector<StoppedRank>& stopped);
 
+// Each rank's lag behind the median rank from each rank's mean wait in the flag allreduce (the
+// last to arrive waits least): median(waits) - waits[r], at least 0.
+std::vector<double> rank_lags(const std::vector<double>& waits);
+
+// "rank 2 is the straggler: ready 310 ms after the median rank, on average over the last 20
+// cycles ..." when the largest lag reaches `warning_s`, else "".
+std::string describe_straggler(const std::vector<double>& lags, int cycles, double warning_s);
+
 // "1st", "2nd", "3rd", "11th", ...
 std::string ordinal(uint64_t n);
 

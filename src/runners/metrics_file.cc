@@ -65,6 +65,19 @@ std::string train_metrics_text(const TrainMetrics& m) {
   text += gauge("ringd_train_communication_ratio", "gauge",
                 "share of the step time spent blocked in the gradient exchange, 0..1", labels,
                 m.communication_ratio);
+  if (!m.rank_lag_seconds.empty()) {
+    // One family, one sample per rank (HELP and TYPE once).
+    text +=
+        "# HELP ringd_rank_lag_seconds how long after the median rank each rank was ready, on "
+        "average over the fusion engine's last 20 cycles (the straggler lags most)\n"
+        "# TYPE ringd_rank_lag_seconds gauge\n";
+    for (size_t rank = 0; rank < m.rank_lag_seconds.size(); ++rank) {
+      char number[64];
+      std::snprintf(number, sizeof(number), "%.9g", m.rank_lag_seconds[rank]);
+      text += "ringd_rank_lag_seconds{mode=\"" + m.mode + "\",rank=\"" + std::to_string(rank) +
+              "\"} " + number + "\n";
+    }
+  }
   return text;
 }
 

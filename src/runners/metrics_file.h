@@ -24,9 +24,10 @@ struct TrainMetrics {
   int ranks = 1;
   int64_t steps = 0;  // steps done in this run
   double last_step_seconds = 0;
-  double samples_total = 0;         // samples trained on in this run, over all ranks
-  double gradient_bytes_total = 0;  // bytes of gradients averaged so far (per rank)
-  double communication_ratio = 0;   // blocked in the gradient exchange / step time
+  double samples_total = 0;              // samples trained on in this run, over all ranks
+  double gradient_bytes_total = 0;       // bytes of gradients averaged so far (per rank)
+  double communication_ratio = 0;        // blocked in the gradient exchange / step time
+  std::vector<double> rank_lag_seconds;  // EngineStats::rank_lag_s (allreduce mode), by rank
 };
 // ringd_train_* gauges and counters of `metrics`.
 std::string train_metrics_text(const TrainMetrics& metrics);

@@ -434,6 +434,7 @@ class TrainRank {
               static_cast<double>(steps_run) * static_cast<double>(global_batch_);
           metrics.gradient_bytes_total = static_cast<double>(steps_run) * gradient_bytes_per_step;
           metrics.communication_ratio = (sync.blocked_seconds() - blocked_before) / step_seconds;
+          if (engine_) metrics.rank_lag_seconds = engine_->stats().rank_lag_s;
           publish_metrics(metrics_path, train_metrics_text(metrics));
           last_metrics = Clock::now();
         }

@@ -56,6 +56,22 @@ TEST(MetricsFile, TrainingFiguresBecomePrometheusText) {
   EXPECT_NE(text.find("# TYPE ringd_train_step_seconds gauge\n"), std::string::npos);
 }
 
+// The engine's per-rank lag (the straggler) as one family with a sample per rank; none without.
+TEST(MetricsFile, EveryRanksLagIsASampleOfOneFamily) {
+  TrainMetrics metrics;
+  metrics.mode = "allreduce";
+  EXPECT_EQ(train_metrics_text(metrics).find("ringd_rank_lag_seconds"), std::string::npos);
+  metrics.rank_lag_seconds = {0, 0.002, 0.31};
+  const std::string text = train_metrics_text(metrics);
+  EXPECT_NE(text.find("# TYPE ringd_rank_lag_seconds gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ringd_rank_lag_seconds{mode=\"allreduce\",rank=\"0\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ringd_rank_lag_seconds{mode=\"allreduce\",rank=\"2\"} 0.31\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(MetricsFile, PublishReplacesTheFileAndToleratesABadPath) {
   char pattern[] = "/tmp/ringd-metrics-test-XXXXXX";
   ASSERT_NE(::mkdtemp(pattern), nullptr);
