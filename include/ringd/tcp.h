@@ -63,6 +63,10 @@ class TcpStoreServer {
   // Bytes held now: stored keys and values plus the values arriving (read on the server's thread;
   // for tests and diagnostics).
   size_t held_bytes() const;
+  // "" when no connection has failed the job-secret handshake so far; else "the rendezvous store
+  // refused 2 connection(s) that failed the job-secret handshake (the last: ...)": what a rank
+  // waiting for a missing peer adds to its timeout (that peer may run with another secret).
+  std::string refused_for_secret() const;
 
   struct Impl;
 

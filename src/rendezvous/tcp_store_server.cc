@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "common/logging.h"
 #include "rendezvous/tcp_store_protocol.h"
@@ -37,6 +38,9 @@ struct TcpStoreServer::Impl {
   std::vector<uint8_t> piece_buffer = std::vector<uint8_t>(kValueReadBytes);  // one I/O thread
   std::multimap<std::string, std::weak_ptr<StoreConnection>> waiters;
   std::map<tcp::IoLoop::Id, std::shared_ptr<StoreConnection>> connections;
+  mutable std::mutex refused_mutex;  // the loop thread writes, any thread reads
+  size_t refused_for_secret = 0;
+  std::string last_refused;
 };
 
 namespace {
@@ -307,6 +311,13 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std
   callbacks.admit = [](const tcp::HelloInfo& hello) -> std::string {
     return hello.kind == tcp::PeerKind::kStoreClient ? "" : "this port serves the TCP store";
   };
+  callbacks.on_rejected = [&server](const tcp::HelloInfo*, ErrorCode code,
+                                    const std::string& reason) {
+    if (code != ErrorCode::kAuth) return;
+    std::lock_guard<std::mutex> lock(server.refused_mutex);
+    ++server.refused_for_secret;
+    server.last_refused = reason;
+  };
   callbacks.on_admitted = [&server](tcp::Fd socket, const tcp::HelloInfo&) {
     const std::string from = tcp::remote_address(socket.get());
     auto connection = std::make_shared<StoreConnection>(server, std::move(socket), from);
@@ -327,6 +338,14 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 uint16_t TcpStoreServer::port() const { return impl_->port; }
+
+std::string TcpStoreServer::refused_for_secret() const {
+  std::lock_guard<std::mutex> lock(impl_->refused_mutex);
+  if (impl_->refused_for_secret == 0) return "";
+  return "the rendezvous store refused " + std::to_string(impl_->refused_for_secret) +
+         " connection(s) that failed the job-secret handshake (the last: " + impl_->last_refused +
+         ")";
+}
 
 size_t TcpStoreServer::held_bytes() const { return impl_->held_bytes.load(); }
 

@@ -24,6 +24,10 @@ def test(ringd, args):
     errors = "\n".join(err for _, err in outputs.values())
     check(re.search(r"authenticat", errors, re.I) is not None,
           f"no authentication error reported: {outputs}")
+    # Rank 0 serves the store that refused the intruder: its own error says so, not only a
+    # timeout (issue 35, item 10).
+    check("failed the job-secret handshake" in outputs[0][1],
+          f"rank 0 does not say that a connection failed the job-secret handshake: {outputs[0]}")
     for rank, (_, err) in outputs.items():
         check("ringd: error:" in err, f"rank {rank} has no 'ringd: error:' line: {err}")
         print(f"ok   rank {rank} exit {codes[rank]}: {err.strip().splitlines()[-1]}")
