@@ -198,6 +198,7 @@ const std::vector<std::string>& script_variables() {
       "RINGD_CLUSTER_PORT_PREFIX",
       "RINGD_CLUSTER_SUBNET",
       "RINGD_CLUSTER_TBF_BURST",
+      "RINGD_COMPARE_NEW_FIRST",
       "RINGD_CUDA_BUILD_DIR",
       "RINGD_DEMO_DIR",
       "RINGD_DEMO_RANKS",
