@@ -23,9 +23,11 @@ uint64_t fork_generation() {
   return g_generation.load(std::memory_order_relaxed);
 }
 
-std::string forked_child_message(int rank, int parent_pid) {
+ForkOwner::ForkOwner() : generation_(fork_generation()), pid_(getpid()) {}
+
+std::string ForkOwner::child_message(int rank) const {
   return "rank " + std::to_string(rank) + ": this process (pid " + std::to_string(getpid()) +
-         ") is a child forked after the job was opened in pid " + std::to_string(parent_pid) +
+         ") is a child forked after the job was opened in pid " + std::to_string(pid_) +
          "; a child cannot use its parent's job (its engine and connections belong to the "
          "parent). Run collectives in the parent only (DataLoader workers and multiprocessing "
          "children must not call them), or start children with the 'spawn' method and open a "

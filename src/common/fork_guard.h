@@ -4,8 +4,8 @@
 // object that belongs to the parent must not be used, stopped or destroyed in the child (it is
 // leaked instead), and a collective called there fails at once.
 //
-//   const uint64_t born = fork_generation();    // when the object is made
-//   if (fork_generation() != born) ...          // in a child forked since
+//   const ForkOwner owner;                      // a member: made with the object
+//   if (owner.inherited()) ...                  // in a child forked since
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,19 @@ namespace ringd {
 // pthread_atfork child handler, registered by the first call).
 uint64_t fork_generation();
 
-// "rank 3: this process (pid 1234) is a child forked after the job was opened in its parent
-// (pid 1200); ..." for an error raised in such a child.
-std::string forked_child_message(int rank, int parent_pid);
+// What an object remembers of the process that made it.
+class ForkOwner {
+ public:
+  ForkOwner();
+  // True in a child forked since the object was made.
+  bool inherited() const { return fork_generation() != generation_; }
+  // "rank 3: this process (pid 1234) is a child forked after the job was opened in pid 1200;
+  // ..." for an error raised in such a child.
+  std::string child_message(int rank) const;
+
+ private:
+  uint64_t generation_;
+  int pid_;
+};
 
 }  // namespace ringd

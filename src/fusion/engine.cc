@@ -2,8 +2,6 @@
 // background thread (engine_loop.cc) and returns its Handle.
 #include "ringd/engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <set>
 
@@ -106,7 +104,7 @@ TensorParams checked_params(const Submission& s, int rank, int size, int devices
 }  // namespace
 
 Engine::Impl::Impl(Context& context, const EngineOptions& options)
-    : ctx(context), owner_pid(getpid()), config(fusion::resolve_engine_config(options, context)) {
+    : ctx(context), config(fusion::resolve_engine_config(options, context)) {
   if (config.local_group && ctx.size() > 1) {
     // Before the thread owns the Context: every node must drive as many devices.
     algo::check_agreement(ctx, "engine over local devices",
@@ -155,7 +153,7 @@ void Engine::Impl::describe(const fusion::PendingTable& table, fusion::RankState
 std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
                                          const std::string& group) {
   // Before any lock: the parent's threads may have held them when it forked.
-  if (inherited()) RINGD_THROW(kInvalidArgument, forked_child_message(ctx.rank(), owner_pid));
+  if (owner.inherited()) RINGD_THROW(kInvalidArgument, owner.child_message(ctx.rank()));
   std::vector<PendingTensor> tensors;
   std::set<std::string> names;
   for (Submission& member : members) {
@@ -211,7 +209,7 @@ std::vector<Handle> Engine::Impl::submit(std::vector<Submission> members,
 }
 
 void Engine::Impl::shutdown(const std::string& reason, bool failed) {
-  if (inherited()) return;  // the parent's engine: its thread does not exist here
+  if (owner.inherited()) return;  // the parent's engine: its thread does not exist here
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (!stop_requested) {
@@ -230,7 +228,7 @@ Engine::Engine(Context& ctx, const EngineOptions& options)
 
 Engine::~Engine() {
   // In a forked child the parent's engine is left alone: its thread and locks are not ours.
-  if (impl_->inherited()) {
+  if (impl_->owner.inherited()) {
     (void)impl_.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
     return;
   }

@@ -53,13 +53,10 @@ struct Engine::Impl {
   // not, so that a job that names every call anew does not grow this without end.
   static constexpr size_t kCountedNames = 4096;
 
-  // True in a child forked after this engine started: nothing of it may be touched there
-  // (common/fork_guard.h).
-  bool inherited() const { return fork_generation() != generation; }
-
+  // Its inherited() is true in a child forked after this engine started: nothing of it may be
+  // touched there (common/fork_guard.h).
+  const ForkOwner owner;
   Context& ctx;
-  const uint64_t generation = fork_generation();
-  const int owner_pid;
   const fusion::EngineConfig config;
   std::unique_ptr<fusion::Timeline> timeline;
 

@@ -1,7 +1,6 @@
 #include "fusion/wait_tracker.h"
 
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -21,14 +20,13 @@ struct ThreadRecord {
     }
   }
 
+  // Called once per tracker: on the thread's first submission to it.
   void remember(const std::shared_ptr<WaitTracker>& tracker) {
     // Drop trackers of engines that are gone, so a long-lived thread's list stays short.
     trackers.erase(std::remove_if(trackers.begin(), trackers.end(),
                                   [](const auto& weak) { return weak.expired(); }),
                    trackers.end());
-    const bool known = std::any_of(trackers.begin(), trackers.end(),
-                                   [&](const auto& weak) { return weak.lock() == tracker; });
-    if (!known) trackers.push_back(tracker);
+    trackers.push_back(tracker);
   }
 };
 
@@ -36,7 +34,7 @@ namespace {
 thread_local ThreadRecord t_record;
 }  // namespace
 
-WaitTracker::WaitTracker(int rank) : owner_pid_(getpid()), rank_(rank) {}
+WaitTracker::WaitTracker(int rank) : rank_(rank) {}
 
 WaitTracker::ThreadId WaitTracker::this_thread() { return static_cast<ThreadId>(pthread_self()); }
 
@@ -60,11 +58,10 @@ WaitTracker::Waiting::Waiting(std::shared_ptr<WaitTracker> tracker, const std::s
                               ThreadId for_thread)
     : tracker_(std::move(tracker)) {
   if (!tracker_) return;
-  if (fork_generation() != tracker_->generation_) {
-    const int rank = tracker_->rank_;
-    const int parent = tracker_->owner_pid_;
+  if (tracker_->owner_.inherited()) {
+    const std::string message = tracker_->owner_.child_message(tracker_->rank_);
     tracker_ = nullptr;  // not ours: leave its lock alone
-    throw Error(ErrorCode::kInvalidArgument, forked_child_message(rank, parent));
+    throw Error(ErrorCode::kInvalidArgument, message);
   }
   std::lock_guard<std::mutex> lock(tracker_->mutex_);
   tracker_->waiters_[this_thread()] = Waiter{name, for_thread, Clock::now()};

@@ -75,8 +75,7 @@ class WaitTracker : public std::enable_shared_from_this<WaitTracker> {
   void forget_thread(ThreadId id);
   bool blocked_locked(Clock::time_point now, Clock::time_point* blocked_since) const;
 
-  const uint64_t generation_ = fork_generation();
-  const int owner_pid_;
+  const ForkOwner owner_;
   const int rank_;
   mutable std::mutex mutex_;
   std::map<ThreadId, Clock::time_point> submitters_;  // thread -> its last submission

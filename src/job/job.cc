@@ -1,7 +1,5 @@
 #include "ringd/job.h"
 
-#include <unistd.h>
-
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -53,10 +51,9 @@ struct Job::Impl {
   job::JobContext connection;  // store server, store and Context
   std::unique_ptr<Engine> engine;
   bool shut_down = false;
-  const uint64_t generation = fork_generation();
-  const int owner_pid = getpid();
-  // In a child forked after the job opened: its threads, locks and sockets are the parent's.
-  bool inherited() const { return fork_generation() != generation; }
+  // inherited() in a child forked after the job opened: its threads, locks and sockets are the
+  // parent's.
+  const ForkOwner owner;
 };
 
 Job::Job(const JobOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -136,7 +133,7 @@ std::unique_ptr<Job> Job::open(const JobOptions& options, const std::function<bo
 }
 
 Job::~Job() {
-  if (impl_->inherited()) {
+  if (impl_->owner.inherited()) {
     (void)impl_.release();  // NOLINT(bugprone-unused-return-value): the parent's, leaked
     return;
   }
@@ -149,9 +146,7 @@ Job::~Job() {
 const JobIdentity& Job::identity() const { return impl_->identity; }
 
 Engine& Job::engine() {
-  if (impl_->inherited()) {
-    RINGD_THROW(kInvalidArgument, forked_child_message(rank(), impl_->owner_pid));
-  }
+  if (impl_->owner.inherited()) RINGD_THROW(kInvalidArgument, impl_->owner.child_message(rank()));
   if (impl_->shut_down) {
     RINGD_THROW(kInvalidArgument, "rank " << rank() << ": the job was shut down");
   }
@@ -171,11 +166,9 @@ Context& Job::context() {
 
 void Job::shutdown(const std::string& reason, bool failed) {
   if (impl_->shut_down) return;
-  if (impl_->inherited()) {  // the parent's: a child may end, but must not stop the parent's job
-    impl_->shut_down = true;
-    return;
-  }
   impl_->shut_down = true;
+  // The parent's in a forked child: the child may end, but must not stop the parent's job.
+  if (impl_->owner.inherited()) return;
   if (impl_->engine) {
     impl_->engine->shutdown(reason, failed);
     impl_->engine.reset();
