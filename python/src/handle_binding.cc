@@ -30,18 +30,18 @@ const char* kind_name(CollectiveKind kind) {
 
 }  // namespace
 
+bool python_signal_raised() {
+  nb::gil_scoped_acquire acquire;
+  return PyErr_CheckSignals() != 0;
+}
+
 nb::object PyHandle::wait(uint64_t for_thread) const {
   bool done = false;
   try {
     // Blocked for the whole wait (the engine's deadlock detector counts this thread as waiting);
     // every slice, the GIL is taken back briefly to look for Ctrl-C.
     nb::gil_scoped_release release;
-    done = handle_.wait_unless(
-        [] {
-          nb::gil_scoped_acquire acquire;
-          return PyErr_CheckSignals() != 0;
-        },
-        kWaitSlice, for_thread);
+    done = handle_.wait_unless(python_signal_raised, kWaitSlice, for_thread);
   } catch (const Error& e) {
     // A failure of the whole engine (a peer lost) names the engine's own operation; say which
     // of the caller's tensors it took down.

@@ -36,6 +36,10 @@ class PyHandle {
   CollectiveKind kind_;
 };
 
+// For a wait with the GIL released (Handle::wait_unless, Job::open): takes the GIL back briefly
+// and runs Python's signal handlers; true when one raised (KeyboardInterrupt is then set).
+bool python_signal_raised();
+
 void bind_handle(nanobind::module_& module);
 
 }  // namespace ringd::python

@@ -209,10 +209,7 @@ void bind_job(nb::module_& module) {
             std::unique_ptr<Job> job;
             {
               nb::gil_scoped_release release;
-              job = Job::open(options, [] {
-                nb::gil_scoped_acquire acquire;
-                return PyErr_CheckSignals() != 0;
-              });
+              job = Job::open(options, python_signal_raised);
             }
             if (!job) throw nb::python_error();
             new (self) PyJob(std::move(job));
