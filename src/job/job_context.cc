@@ -98,27 +98,27 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
 #endif
     }
     RINGD_CHECK_ARG(job.store != nullptr, "rank " << topology.rank << ": no way to find the peers");
-    if (topology.transport == "ibverbs") {
-      IbverbsOptions ib;
-      ib.timeout = timeout;
-      job.ctx = ibverbs_connect(*job.store, topology.rank, topology.size, ib);
-    } else {
-      TcpOptions tcp;
-      tcp.interface = options.interface;
-      tcp.port = static_cast<uint16_t>(options.tcp_port);
-      tcp.secret = secret;
-      tcp.timeout = timeout;
-      try {
+    try {
+      if (topology.transport == "ibverbs") {
+        IbverbsOptions ib;
+        ib.timeout = timeout;
+        job.ctx = ibverbs_connect(*job.store, topology.rank, topology.size, ib);
+      } else {
+        TcpOptions tcp;
+        tcp.interface = options.interface;
+        tcp.port = static_cast<uint16_t>(options.tcp_port);
+        tcp.secret = secret;
+        tcp.timeout = timeout;
         job.ctx = tcp_connect(*job.store, topology.rank, topology.size, tcp);
-      } catch (const Error& error) {
-        // A peer that never arrived may be one that the store refused for another secret: say so
-        // on this rank too, not only a timeout.
-        const std::string refused = job.server ? job.server->refused_for_secret() : "";
-        if (error.code() != ErrorCode::kTimeout || refused.empty()) throw;
-        throw Error(error.code(), std::string(error.what()) + "; meanwhile " + refused +
-                                      ": the missing rank may run with another RINGD_JOB_SECRET "
-                                      "/ RINGD_JOB_SECRET_FILE (its own error says)");
       }
+    } catch (const Error& error) {
+      // A peer that never arrived may be one that this rank's store refused for another secret
+      // (whatever the transport): say so here too, not only a timeout.
+      const std::string refused = job.server ? job.server->refused_for_secret() : "";
+      if (error.code() != ErrorCode::kTimeout || refused.empty()) throw;
+      throw Error(error.code(), std::string(error.what()) + "; meanwhile " + refused +
+                                    ": the missing rank may run with another RINGD_JOB_SECRET / "
+                                    "RINGD_JOB_SECRET_FILE (its own error says)");
     }
   }
   RINGD_CHECK_ARG(job.ctx != nullptr, "transport " << topology.transport << " is not built in");
