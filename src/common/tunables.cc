@@ -6,9 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "common/files.h"
 #include "common/logging.h"

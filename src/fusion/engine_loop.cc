@@ -146,16 +146,17 @@ bool Engine::Impl::run_cycle(bool shutting_down, Clock::time_point start) {
     if (stopped_rank.rank != ctx.rank()) others.push_back(stopped_rank);
   }
   if (!outcome.stalled && !others.empty()) {
-    for (auto& [name, tensor] : pending) {
-      uint64_t count = 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        count = done_count(name);
+    std::vector<std::exception_ptr> errors;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [name, tensor] : pending) {
+        errors.push_back(std::make_exception_ptr(
+            Error(ErrorCode::kPeerLost,
+                  fusion::stopped_tensor_message(ctx.rank(), name, done_count(name), others))));
       }
-      complete(tensor, std::make_exception_ptr(
-                           Error(ErrorCode::kPeerLost,
-                                 fusion::stopped_tensor_message(ctx.rank(), name, count, others))));
     }
+    auto error_of = errors.begin();
+    for (auto& [name, tensor] : pending) complete(tensor, *error_of++);
     pending.clear();
   }
   fail_everything(error);

@@ -9,23 +9,26 @@ namespace {
 
 constexpr size_t kNamesListed = 8;  // per rank, in a deadlock message
 
-std::string quoted_list(const std::vector<std::string>& names) {
+// The first kNamesListed items, each written by `write`, then "and N more".
+template <typename Item, typename Write>
+std::string listed(const std::vector<Item>& items, Write write) {
   std::ostringstream os;
-  for (size_t i = 0; i < names.size() && i < kNamesListed; ++i) {
-    os << (i ? ", " : "") << "'" << names[i] << "'";
+  for (size_t i = 0; i < items.size() && i < kNamesListed; ++i) {
+    os << (i ? ", " : "");
+    write(os, items[i]);
   }
-  if (names.size() > kNamesListed) os << " and " << names.size() - kNamesListed << " more";
+  if (items.size() > kNamesListed) os << " and " << items.size() - kNamesListed << " more";
   return os.str();
 }
 
+std::string quoted_list(const std::vector<std::string>& names) {
+  return listed(names, [](std::ostream& os, const std::string& name) { os << "'" << name << "'"; });
+}
+
 std::string pending_list(const NameCounts& pending) {
-  std::ostringstream os;
-  for (size_t i = 0; i < pending.size() && i < kNamesListed; ++i) {
-    os << (i ? ", " : "") << "'" << pending[i].first << "' (its " << ordinal(pending[i].second + 1)
-       << ")";
-  }
-  if (pending.size() > kNamesListed) os << " and " << pending.size() - kNamesListed << " more";
-  return os.str();
+  return listed(pending, [](std::ostream& os, const auto& entry) {
+    os << "'" << entry.first << "' (its " << ordinal(entry.second + 1) << ")";
+  });
 }
 
 }  // namespace
