@@ -9,6 +9,9 @@
 #   RINGD_SKIP_CUDA_BUILD=1        skip the CUDA variant
 #   RINGD_TEST_JOBS=2              tests run in parallel (each test's timeout is set in CMake)
 #   RINGD_SKIP_PYTHON=1            build and test without the Python package (no torch download)
+#   RINGD_FUZZ_SECONDS=5           how long each libFuzzer harness runs (scripts/fuzz.sh, in
+#                                  build-fuzz: clang with ASan + UBSan)
+#   RINGD_SKIP_FUZZ=1              skip the fuzzers
 #
 # The main build is configured with -DRINGD_WITH_CUDA=OFF: CUDA is compiled once, in its own
 # directory, instead of twice. scripts/demo.sh configures the main build the same way, so after the
@@ -82,6 +85,15 @@ if step "install dependencies" scripts/install_deps.sh; then
     -DRINGD_WITH_CUDA=OFF "${python_args[@]}"; then
     step "tests ($build_dir)" run_ctest "$build_dir" "$@"
     notes+=("$(ctest_counts "$build_dir/ctest.log")")
+  fi
+
+  # ---- the decoders' fuzzers: a short run of each (scripts/fuzz.sh runs them long) ----
+  fuzz_seconds=${RINGD_FUZZ_SECONDS:-5}
+  if [[ ${RINGD_SKIP_FUZZ:-0} == 1 ]]; then
+    notes+=("fuzzers skipped (RINGD_SKIP_FUZZ=1)")
+  elif step "fuzzers (scripts/fuzz.sh --seconds $fuzz_seconds)" \
+    scripts/fuzz.sh --seconds "$fuzz_seconds"; then
+    notes+=("$(grep -c '^fuzz: .*no failure' "${RINGD_FUZZ_BUILD_DIR:-build-fuzz}/Testing/Temporary/LastTest.log") fuzzers ran ${fuzz_seconds} s each, no failure")
   fi
 
   # ---- CUDA variant: compile and link; device tests skip (with the reason) without a GPU ----

@@ -223,6 +223,10 @@ const std::vector<std::string>& script_variables() {
       "RINGD_PYTHON_VENV",
       "RINGD_SKIP_PYTHON",
       "RINGD_HOROVOD_VENV",
+      "RINGD_FUZZ_BUILD_DIR",
+      "RINGD_FUZZ_SECONDS",
+      "RINGD_SKIP_FUZZ",
+      "RINGD_SANITIZE_BUILD_DIR",
   };
   return names;
 }
@@ -319,6 +323,11 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_IFACE", "(unset)",
        "network interface whose IPv4 address tcp listens on and advertises (e.g. eth0); unset = "
        "the address of this host's name, else 127.0.0.1"},
+      {"RINGD_JOB_ID", "(unset)",
+       "which job this rank belongs to, the same on every rank (any text): the rendezvous store "
+       "and every peer refuse a process of another job, naming both. Unset: torchrun's run id, "
+       "mpirun's job, the StatefulSet or the job secret identify the job; with none of them rank "
+       "0 warns that a stranger could join"},
       {"RINGD_JOB_SECRET", "(unset)",
        "per-job secret for the TCP challenge-response handshake; never sent on the wire. Unset "
        "under mpirun (tcp/ibverbs without --rendezvous): rank 0 makes a random one and shares it "

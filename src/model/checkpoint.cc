@@ -313,6 +313,17 @@ Checkpoint read_checkpoint(const std::string& path) {
     if (entry.offset() > payload_bytes || entry.count() > (payload_bytes - entry.offset()) / 4) {
       corrupt(path, "tensor " + entry.name() + " lies outside the payload");
     }
+    uint64_t elements = 1;
+    for (const int64_t extent : entry.shape()) {
+      if (extent < 0 || (extent > 0 && elements > UINT64_MAX / static_cast<uint64_t>(extent))) {
+        corrupt(path, "tensor " + entry.name() + " has an impossible shape");
+      }
+      elements *= static_cast<uint64_t>(extent);
+    }
+    if (elements != entry.count()) {
+      corrupt(path, "tensor " + entry.name() + "'s shape holds " + std::to_string(elements) +
+                        " values, its entry " + std::to_string(entry.count()));
+    }
     CheckpointTensor t;
     t.name = entry.name();
     t.shape.assign(entry.shape().begin(), entry.shape().end());
@@ -329,7 +340,13 @@ Checkpoint read_checkpoint(const std::string& path) {
     corrupt(path, std::to_string(header.momentum_buffers_size()) + " momentum buffers for " +
                       std::to_string(header.parameters_size()) + " parameters");
   }
-  for (const auto& entry : header.momentum_buffers()) {
+  for (int i = 0; i < header.momentum_buffers_size(); ++i) {
+    const checkpoint::TensorEntry& entry = header.momentum_buffers(i);
+    if (entry.count() != header.parameters(i).count()) {
+      corrupt(path, "the momentum buffer of " + header.parameters(i).name() + " holds " +
+                        std::to_string(entry.count()) + " values, the parameter " +
+                        std::to_string(header.parameters(i).count()));
+    }
     checkpoint.momentum.push_back(std::move(tensor(entry).values));
   }
   return checkpoint;

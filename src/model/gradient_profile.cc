@@ -43,11 +43,14 @@ GradientProfile parse_gradient_profile(const std::string& name, const std::strin
     char* end = nullptr;
     errno = 0;
     const unsigned long long count = std::strtoull(count_text.c_str(), &end, 10);
-    if (tab == 0 || tab == std::string::npos || count_text.empty() || *end != '\0' ||
-        errno == ERANGE || count_text[0] == '-') {
+    const bool digits_only =
+        !count_text.empty() && count_text.find_first_not_of("0123456789") == std::string::npos;
+    if (tab == 0 || tab == std::string::npos || !digits_only || *end != '\0' || errno == ERANGE) {
       RINGD_THROW(kInvalidArgument, source << ":" << number << ": expected 'name<TAB>element "
                                            << "count', got '" << line << "'");
     }
+    RINGD_CHECK_ARG(count > 0, source << ":" << number << ": tensor '" << line.substr(0, tab)
+                                      << "' has 0 elements; a gradient holds at least one");
     GradientTensor tensor{line.substr(0, tab), static_cast<size_t>(count)};
     RINGD_CHECK_ARG(seen.insert(tensor.name).second,
                     source << ":" << number << ": tensor '" << tensor.name << "' appears twice");

@@ -21,8 +21,11 @@ struct GzCloser {
 };
 using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
-// Reads exactly `bytes` or says why not: a short read is a truncated file.
-void read_exactly(gzFile file, const std::string& path, void* out, size_t bytes, const char* what) {
+// Reads exactly `bytes` or says why not: a short read is a truncated file. When these bytes are a
+// piece of a larger part, `before` bytes of it were read already and `whole` is its size (the
+// message speaks of the whole part).
+void read_exactly(gzFile file, const std::string& path, void* out, size_t bytes, const char* what,
+                  uint64_t before = 0, uint64_t whole = 0) {
   auto* cursor = static_cast<uint8_t*>(out);
   size_t done = 0;
   while (done < bytes) {
@@ -38,10 +41,24 @@ void read_exactly(gzFile file, const std::string& path, void* out, size_t bytes,
     }
     if (got == 0) {
       RINGD_THROW(kInvalidArgument, "IDX file " << path << " is truncated: the " << what
-                                                << " needs " << bytes << " bytes, the file has "
-                                                << done << "; download it again");
+                                                << " needs " << (whole ? whole : bytes)
+                                                << " bytes, the file has " << before + done
+                                                << "; download it again");
     }
     done += static_cast<size_t>(got);
+  }
+}
+
+// The data, in pieces of 1 MiB: memory grows with the bytes that arrive, never with what
+// a header alone announces (a corrupt or hostile 30-byte file may claim gigabytes).
+void read_data(gzFile file, const std::string& path, uint64_t bytes, std::vector<uint8_t>* data) {
+  constexpr uint64_t kPiece = uint64_t{1} << 20;  // the vector grows geometrically
+  data->clear();
+  while (data->size() < bytes) {
+    const size_t have = data->size();
+    const size_t piece = static_cast<size_t>(std::min(bytes - have, kPiece));
+    data->resize(have + piece);
+    read_exactly(file, path, data->data() + have, piece, "data", have, bytes);
   }
 }
 
@@ -90,8 +107,7 @@ IdxArray read_idx(const std::string& path, size_t expected_dims, size_t max_item
   }
   const uint64_t row_bytes = total / array.dims[0];
   const uint64_t keep_rows = max_items > 0 && max_items < array.dims[0] ? max_items : array.dims[0];
-  array.data.resize(row_bytes * keep_rows);
-  read_exactly(file.get(), path, array.data.data(), array.data.size(), "data");
+  read_data(file.get(), path, row_bytes * keep_rows, &array.data);
   if (keep_rows == array.dims[0]) {
     // Nothing may follow the data: extra bytes mean the header does not describe the file.
     uint8_t extra = 0;

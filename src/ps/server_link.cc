@@ -21,10 +21,7 @@ ServerLink::ServerLink(int server_index, const std::string& address, const std::
                        const JobDescription& job, const std::vector<model::ParameterView>* params,
                        std::vector<size_t> owned, const std::string& secret,
                        std::chrono::milliseconds timeout)
-    : server_index_(server_index),
-      name_(link_name(server_index, address)),
-      params_(params),
-      owned_(std::move(owned)) {
+    : name_(link_name(server_index, address)), params_(params), owned_(std::move(owned)) {
   const tcp::Endpoint endpoint = tcp::parse_endpoint(address, "parameter server address");
   tcp::HelloInfo hello;
   hello.kind = tcp::PeerKind::kPsWorker;

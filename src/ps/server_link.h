@@ -61,7 +61,6 @@ class ServerLink {
   // An ERROR frame from the server as a ringd::Error.
   [[noreturn]] void throw_server_error(const Header& header, const std::string& what);
 
-  const int server_index_;
   const std::string name_;  // "parameter server 1 (10.0.0.2:7000)"
   const std::vector<model::ParameterView>* params_;
   const std::vector<size_t> owned_;

@@ -82,7 +82,15 @@ std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::s
   store_protocol::ResponseHeader response{};
   io = tcp::recv_exact(socket.get(), &response, sizeof(response), deadline, &error);
   if (io != tcp::IoStatus::kOk) lost(io, error, key);
-  if (response.magic != store_protocol::kMagic ||
+  // Only the answers this request can have: an unknown status (or "exists" to a get) must not
+  // read as success — for an add, that would be a claim this client never won.
+  const bool status_fits =
+      response.status == static_cast<uint32_t>(Status::kOk) ||
+      response.status == static_cast<uint32_t>(Status::kError) ||
+      (op == store_protocol::Op::kGet &&
+       response.status == static_cast<uint32_t>(Status::kTimeout)) ||
+      (op == store_protocol::Op::kAdd && response.status == static_cast<uint32_t>(Status::kExists));
+  if (response.magic != store_protocol::kMagic || !status_fits ||
       response.value_bytes > store_protocol::kMaxValueBytes) {
     socket.reset();
     RINGD_THROW(kProtocol,

@@ -57,8 +57,13 @@ class StoreConnection : public tcp::IoHandler,
   }
 
   void on_io(uint32_t events) override {
-    if (waiting_ && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) return close();
+    const bool hung_up = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    if (waiting_ && hung_up) return close();
     progress();
+    // A get that waits, sent with the client's end of stream: no later event will say the client
+    // is gone (the loop is edge-triggered), so its wait would hold the connection until the get's
+    // timeout, up to 49 days (found by tests/fuzz/store_fuzz.cc).
+    if (waiting_ && hung_up) close();
   }
 
   // Answers a waiting get (the key was set, or its timer fired).

@@ -37,6 +37,12 @@ TEST(GradientProfiles, BuiltInProfilesMatchTheirNetworks) {
   }
   EXPECT_THROW(model::parse_gradient_profile("x", "a\t1\nb 2\n", "x.tsv"), Error);
   EXPECT_THROW(model::parse_gradient_profile("x", "a\t1\na\t2\n", "x.tsv"), Error);
+  // Found by tests/fuzz/gradient_profile_fuzz.cc: a count cut short by a NUL byte read as 0, and a
+  // tensor of 0 elements was accepted; signs and blanks are not counts either.
+  EXPECT_THROW(model::parse_gradient_profile("x", std::string("a\t\0\0\n", 5), "x.tsv"), Error);
+  EXPECT_THROW(model::parse_gradient_profile("x", "a\t0\n", "x.tsv"), Error);
+  EXPECT_THROW(model::parse_gradient_profile("x", "a\t+5\n", "x.tsv"), Error);
+  EXPECT_THROW(model::parse_gradient_profile("x", "a\t 5\n", "x.tsv"), Error);
 }
 
 TEST(ReplaySchedule, ReverseOrderSpreadOverTheCompute) {

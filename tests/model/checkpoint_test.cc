@@ -116,6 +116,19 @@ TEST_F(CheckpointTest, RoundTrip) {
   EXPECT_TRUE(read_checkpoint(bare).momentum.empty());
 }
 
+// Found by tests/fuzz/checkpoint_fuzz.cc: a file whose checksum is right but whose entry holds
+// fewer values than its shape (written by a confused or hostile writer) was read as intact.
+TEST_F(CheckpointTest, AShapeThatDisagreesWithItsValuesIsCorrupt) {
+  std::vector<ParameterView> wrong = params_;
+  wrong[0].count = 5;  // shape [2, 3]
+  const std::string path = write_checkpoint(dir_, meta(10), wrong, {});
+  expect_corrupt(path, "layer0.weight's shape holds 6 values, its entry 5");
+  wrong = params_;
+  wrong[1].shape = {-2, -1};
+  const std::string negative = write_checkpoint(dir_, meta(11), wrong, {});
+  expect_corrupt(negative, "impossible shape");
+}
+
 TEST_F(CheckpointTest, CorruptionAndTruncationAreDetected) {
   const std::string path = write(10);
   const std::vector<char> good = bytes_of(path);

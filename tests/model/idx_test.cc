@@ -2,6 +2,8 @@
 #include "model/idx.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -79,6 +81,33 @@ TEST_F(IdxTest, PlainAndGzipReadBack) {
     const std::vector<uint8_t> all = ramp(24);
     EXPECT_EQ(first.data, std::vector<uint8_t>(all.begin(), all.begin() + 16));
   }
+}
+
+// Found by tests/fuzz/idx_fuzz.cc: a 13-byte file whose header claims 3.5 GB of labels made
+// read_idx allocate (and zero) all of it before finding the file truncated. Memory now grows with
+// the bytes that arrive: under a 1 GiB address-space limit the file is refused as truncated.
+TEST_F(IdxTest, AHeaderClaimingGigabytesCostsNoMemory) {
+  put(path("huge"), {0, 0, 0x08, 1, 0xe0, 0, 0, 0, 1, 2, 3, 4, 5});
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlimit limit{size_t{1} << 30, size_t{1} << 30};
+    ::setrlimit(RLIMIT_AS, &limit);
+    try {
+      read_idx(path("huge"), 1);
+    } catch (const Error& error) {
+      const bool named = std::string(error.what()).find("needs 3758096384 bytes, the file has 5") !=
+                         std::string::npos;
+      ::_exit(named ? 0 : 2);
+    } catch (...) {
+      ::_exit(3);  // std::bad_alloc: the header's claim was allocated
+    }
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "exit " << WEXITSTATUS(status) << " (2: not named as truncated, 3: bad_alloc)";
 }
 
 TEST_F(IdxTest, MalformedFilesAreNamed) {

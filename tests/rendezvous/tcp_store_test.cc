@@ -21,6 +21,7 @@
 #include "ringd/tcp.h"
 #include "testing/process_stats.h"
 #include "transport/tcp/handshake.h"
+#include "transport/tcp/handshake_codec.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp_test_support.h"
 
@@ -124,6 +125,87 @@ std::string oversized_request(uint16_t port, uint32_t key_bytes, uint64_t value_
   tcp::recv_exact(socket.get(), text.data(), text.size(), in(milliseconds(5000)), &error);
   EXPECT_TRUE(closed_by_peer(socket.get(), in(milliseconds(5000))));
   return text;
+}
+
+// Found by tests/fuzz/store_fuzz.cc: a get that waits, arriving with the client's end of stream,
+// kept the connection (and its waiter) until the get's own timeout: 49 days at most. The
+// handshake is spoken by hand so that the PROOF, the request and the end of stream arrive
+// together, before the server watches the connection (what made the fuzzer's input fail).
+TEST(TcpStore, AGetSentWithTheEndOfStreamDoesNotOutliveItsClient) {
+  TcpStoreServer server("127.0.0.1", 0, "s");
+  tcp::Fd socket = raw_connection(server.port());
+  tcp::HelloInfo hello;
+  hello.kind = tcp::PeerKind::kStoreClient;
+  const uint8_t nonce[tcp::kNonceBytes] = {1, 2, 3};
+  const std::vector<uint8_t> hello_body = tcp::codec::encode_hello(hello, nonce);
+  const std::vector<uint8_t> hello_message =
+      tcp::codec::encode_message(tcp::HandshakeType::kHello, hello_body);
+  int error = 0;
+  ASSERT_EQ(tcp::send_all(socket.get(), hello_message.data(), hello_message.size(),
+                          in(milliseconds(5000)), &error),
+            tcp::IoStatus::kOk);
+  uint8_t challenge[tcp::kHandshakeHeaderBytes + 4 + tcp::kNonceBytes + 32];
+  ASSERT_EQ(
+      tcp::recv_exact(socket.get(), challenge, sizeof(challenge), in(milliseconds(5000)), &error),
+      tcp::IoStatus::kOk);
+  int32_t acceptor_rank = 0;
+  std::memcpy(&acceptor_rank, challenge + tcp::kHandshakeHeaderBytes, 4);
+  const Sha256Digest proof = tcp::codec::proof("s", "ringd dialer", hello_body, acceptor_rank,
+                                               challenge + tcp::kHandshakeHeaderBytes + 4);
+  const std::vector<uint8_t> proof_message = tcp::codec::encode_message(
+      tcp::HandshakeType::kProof, std::vector<uint8_t>(proof.begin(), proof.end()));
+  const std::string key = "missing";
+  const store_protocol::RequestHeader header{store_protocol::kMagic, 2,
+                                             static_cast<uint32_t>(key.size()), 3600 * 1000, 0};
+  std::string bytes(proof_message.begin(), proof_message.end());
+  bytes.append(reinterpret_cast<const char*>(&header), sizeof(header));
+  bytes += key;
+  ASSERT_EQ(tcp::send_all(socket.get(), bytes.data(), bytes.size(), in(milliseconds(5000)), &error),
+            tcp::IoStatus::kOk);
+  ::shutdown(socket.get(), SHUT_WR);
+  // The RESULT arrives, then the server closes: it has nobody to answer.
+  EXPECT_TRUE(closed_by_peer(socket.get(), in(milliseconds(3000))));
+}
+
+// A response this request cannot have (an unknown status, "exists" to a get) is a protocol error,
+// never a success: for an add, that would be a claim the client never won.
+TEST(TcpStore, AResponseThatDoesNotFitTheRequestIsRefused) {
+  for (const uint32_t status : {7u, 3u}) {
+    tcp::Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(::listen(listener.get(), 1), 0);
+    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
+    std::thread server([&] {
+      tcp::Fd client(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      tcp::AcceptHandshake handshake("s", 0, [](const tcp::HelloInfo&) { return std::string(); });
+      while (handshake.advance(client.get()) == tcp::AcceptHandshake::State::kInProgress) {
+        pollfd entry{client.get(), POLLIN, 0};
+        ::poll(&entry, 1, 100);
+      }
+      const store_protocol::ResponseHeader response{store_protocol::kMagic, status, 0};
+      int error = 0;
+      tcp::send_all(client.get(), &response, sizeof(response), in(milliseconds(5000)), &error);
+      closed_by_peer(client.get(), in(milliseconds(5000)));
+    });
+    {
+      TcpStore store("127.0.0.1", ntohs(address.sin_port), "s", milliseconds(5000));
+      const Error error = expect_error([&] {
+        if (status == 3) {
+          store.get("key", milliseconds(100));
+        } else {
+          std::vector<uint8_t> existing;
+          store.add("ringd/rank/1", to_bytes("me"), &existing);
+        }
+      });
+      EXPECT_EQ(error.code(), ErrorCode::kProtocol) << error.what();
+      EXPECT_CONTAINS(error.what(), "malformed response");
+    }
+    server.join();
+  }
 }
 
 TEST(TcpStore, OversizedKeysAndValuesAreProtocolErrors) {

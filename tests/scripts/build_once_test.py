@@ -66,7 +66,9 @@ def main():
                    # test.sh's Python arguments (-DRINGD_BUILD_PYTHON=ON, the venv's interpreter)
                    # add the extension's target to the demo's configuration and change no flag;
                    # without them here, no torch environment is set up for a stubbed build.
-                   RINGD_SKIP_PYTHON="1")
+                   RINGD_SKIP_PYTHON="1",
+                   # the fuzzers build in a directory of their own (build-fuzz, clang)
+                   RINGD_SKIP_FUZZ="1")
         demo, demo_log = run(repo, "demo.sh", env, log_path)
         if demo.returncode != 0:
             print(f"FAIL: demo.sh with stubbed tools exited {demo.returncode}:\n{demo.stderr}")
