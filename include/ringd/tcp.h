@@ -29,6 +29,9 @@ struct TcpOptions {
   // The job this rank belongs to, when its launcher agreed on one (32 hex digits): the rendezvous
   // store must hold this id. Empty = the store's job, whoever created it.
   std::string job_id;
+  // Where job_id came from ("torchrun run 5c1f", "RINGD_JOB_ID=train-7"): recorded in the store
+  // with the id, so that a process of another job is told which two jobs met.
+  std::string job_source;
   std::chrono::milliseconds timeout{0};  // 0 = tunables().timeout
   size_t socket_buffer_bytes = 0;        // 0 = tunables().socket_buffer_bytes
   // TCP congestion control of the pairs' sockets (e.g. "reno"; "system" = the kernel's default).

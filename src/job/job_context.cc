@@ -13,6 +13,7 @@
 #include "ringd/error.h"
 #include "ringd/ibverbs.h"
 #include "ringd/inproc.h"
+#include "transport/tcp/handshake.h"
 #if RINGD_HAVE_MPI
 #include <mpi.h>
 
@@ -64,6 +65,22 @@ std::string job_secret(const Topology& topology) {
   return configured;
 }
 
+namespace {
+
+// A job nothing identifies (no launcher's id, no secret): a process of another job started with
+// the same rendezvous address and size could take a rank in it. Said once, by rank 0.
+void warn_without_identity(const Topology& topology, const JobIdentity& identity) {
+  if (!identity.id.empty() || topology.rank != 0 || topology.size < 2) return;
+  RINGD_LOG(kWarn) << "rank 0: this job has no identity (no RINGD_JOB_ID, torchrun run id, "
+                      "mpirun job or StatefulSet) and no job secret: a process of another job "
+                      "started with the same rendezvous address ("
+                   << topology.rendezvous_host << ":" << topology.rendezvous_port
+                   << ") and --size could join it as a rank. Set RINGD_JOB_ID to the same value "
+                      "on every rank (or RINGD_JOB_SECRET / RINGD_JOB_SECRET_FILE)";
+}
+
+}  // namespace
+
 JobContext connect_job(const Topology& topology, const JobConnectOptions& options) {
   set_log_rank(topology.rank);
   const std::chrono::milliseconds timeout =
@@ -109,6 +126,15 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
         tcp.port = static_cast<uint16_t>(options.tcp_port);
         tcp.secret = secret;
         tcp.timeout = timeout;
+        if (!topology.rendezvous_host.empty()) {
+          // MPI's bootstrap store carries an id rank 0 broadcast; a rendezvous address anyone
+          // can reach needs the launcher's word on which job this is.
+          const JobIdentity identity =
+              resolve_job_identity(topology, process_environment(), tcp::resolve_secret(secret));
+          tcp.job_id = identity.id;
+          tcp.job_source = identity.source;
+          warn_without_identity(topology, identity);
+        }
         job.ctx = tcp_connect(*job.store, topology.rank, topology.size, tcp);
       }
     } catch (const Error& error) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/sha256.h"
 #include "ringd/error.h"
 
 namespace ringd::job {
@@ -272,6 +273,47 @@ Topology resolve_topology(const TopologyFlags& flags, const EnvLookup& env, bool
                                              "the rendezvous store there)");
   }
   return topology;
+}
+
+JobIdentity resolve_job_identity(const Topology& topology, const EnvLookup& env,
+                                 const std::string& secret) {
+  JobIdentity identity;
+  const auto given = [&env](const char* name) -> std::string {
+    const char* value = env(name);
+    return value ? value : "";
+  };
+  const std::string explicit_id = given("RINGD_JOB_ID");
+  const std::string run_id = given("TORCHELASTIC_RUN_ID");
+  const std::string mpirun_job = given("OMPI_MCA_ess_base_jobid");
+  Sha256Digest digest{};
+  if (!explicit_id.empty()) {
+    identity.source = "RINGD_JOB_ID=" + explicit_id;
+  } else if (topology.under_torchrun && !run_id.empty() && run_id != "none") {
+    identity.source = "torchrun run " + run_id;
+  } else if (topology.under_mpirun && !mpirun_job.empty()) {
+    identity.source = "mpirun job " + mpirun_job;
+  } else if (topology.pod.ordinal >= 0 && !topology.pod.set_name.empty()) {
+    identity.source =
+        "StatefulSet " +
+        (topology.pod.namespace_name.empty() ? "default" : topology.pod.namespace_name) + "/" +
+        topology.pod.set_name;
+  } else if (!secret.empty()) {
+    identity.source = "the job secret";
+    const std::string label = "ringd job identity";
+    digest = hmac_sha256(secret, label.data(), label.size());
+  } else {
+    return identity;
+  }
+  if (identity.source != "the job secret") {
+    const std::string text = "ringd job identity\n" + identity.source;
+    digest = sha256(text.data(), text.size());
+  }
+  static const char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < 16; ++i) {
+    identity.id += kHex[digest[i] >> 4];
+    identity.id += kHex[digest[i] & 15];
+  }
+  return identity;
 }
 
 }  // namespace ringd::job

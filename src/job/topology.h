@@ -89,6 +89,24 @@ PodIdentity resolve_pod_identity(const TopologyFlags& flags, const EnvLookup& en
 // an error here: `ringd agent` without launch arguments then serves under its host name, unready.
 void check_explicit_pod_name(const TopologyFlags& flags, const EnvLookup& env);
 
+// Which job a rank belongs to, as its launcher says before any connection is made, so that the
+// rendezvous store and every peer can refuse a process of another job
+// (rendezvous/job_membership.h).
+struct JobIdentity {
+  std::string id;      // 32 hex digits derived from `source`; "" = none known
+  std::string source;  // what it came from, for messages: "RINGD_JOB_ID=train-7",
+                       // "torchrun run 5c1f", "mpirun job 358350849", "StatefulSet ml/ringd",
+                       // "the job secret"
+};
+
+// In order: RINGD_JOB_ID (set it to the same value on every rank), torchrun's run id
+// (TORCHELASTIC_RUN_ID, unless torchrun's default "none"), mpirun's job (Open MPI's
+// OMPI_MCA_ess_base_jobid), the StatefulSet (namespace and name: one job per set at a time), the
+// job secret (a keyed hash of it: processes that know it belong to the job anyway). None of them:
+// an empty id, and the first rank to reach the store chooses one.
+JobIdentity resolve_job_identity(const Topology& topology, const EnvLookup& env,
+                                 const std::string& secret);
+
 // "host:port" or "[v6]:port" -> host and port; throws kInvalidArgument naming `flag`.
 void parse_host_port(const std::string& flag, const std::string& text, std::string* host,
                      uint16_t* port);

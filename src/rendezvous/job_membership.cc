@@ -17,28 +17,37 @@ std::string rank_key(int rank) { return "ringd/rank/" + std::to_string(rank); }
 
 std::string new_job_id() { return tcp::random_hex(16); }
 
-std::string join_job(Store& store, int rank, int size, const std::string& expected_job_id) {
+std::string join_job(Store& store, int rank, int size, const std::string& expected_job_id,
+                     const std::string& source) {
   const std::string proposed_id = expected_job_id.empty() ? new_job_id() : expected_job_id;
+  const std::string our_source = source.empty() ? "" : " (" + source + ")";
   std::vector<uint8_t> existing;
-  if (store.add(kJobKey, to_bytes(proposed_id + " " + std::to_string(size)), &existing)) {
-    return proposed_id;
-  }
-  const std::string record = to_string(existing);
+  std::string record = proposed_id + " " + std::to_string(size);
+  if (!source.empty()) record += " " + source;
+  if (store.add(kJobKey, to_bytes(record), &existing)) return proposed_id;
+  record = to_string(existing);
   const size_t space = record.find(' ');
   if (space == std::string::npos) {
     RINGD_THROW(kProtocol, "rank " << rank << ": the rendezvous store's job record '" << record
                                    << "' is malformed — is another program using this store?");
   }
   const std::string job_id = record.substr(0, space);
-  const std::string job_size = record.substr(space + 1);
+  const size_t size_end = record.find(' ', space + 1);
+  const std::string job_size = record.substr(space + 1, size_end - space - 1);
+  const std::string their_source =
+      size_end == std::string::npos ? "" : " (" + record.substr(size_end + 1) + ")";
   if (!expected_job_id.empty() && job_id != expected_job_id) {
     RINGD_THROW(kMismatch, "rank " << rank << ": this rank belongs to job " << expected_job_id
-                                   << " but the rendezvous store serves job " << job_id
-                                   << " — two jobs share one rendezvous address");
+                                   << our_source << " but the rendezvous store serves job "
+                                   << job_id << their_source
+                                   << " — two jobs share one rendezvous address; give each its "
+                                      "own --rendezvous (or RINGD_RENDEZVOUS_PORT), or the same "
+                                      "RINGD_JOB_ID to every rank of one job");
   }
   if (job_size != std::to_string(size)) {
-    RINGD_THROW(kMismatch, "rank " << rank << ": job " << job_id << " on this rendezvous store has "
-                                   << job_size << " ranks, this rank was started with " << size
+    RINGD_THROW(kMismatch, "rank " << rank << ": job " << job_id << their_source
+                                   << " on this rendezvous store has " << job_size
+                                   << " ranks, this rank was started with " << size
                                    << " — another job uses the same --rendezvous, or the ranks "
                                       "were given different --size");
   }

@@ -6,7 +6,11 @@ the real rank 1 starts. The job forms with the stray; when the real rank 1 start
 naming the stray's claim, and every rank of the running job (the stray included) fails naming the
 two claims (before: all four exited 0 having averaged the stray's data; the real rank 1 failed).
 (b) 200 silent connections held open (re-dialed when closed) to rank 0's rendezvous port before
-ranks 1..3 start: the job still completes, and rank 0's log stays short."""
+ranks 1..3 start: the job still completes, and rank 0's log stays short.
+(c) Issue 35, item 5: a process of another job (another RINGD_JOB_ID, the same secret, address and
+size) claims rank 1 first: it is refused at once naming both jobs, and the job completes with its
+own rank 1 and correct results (before: the stranger became rank 1 and the job failed when its real
+rank 1 came). A job that nothing identifies (no launcher id, no secret) says so at start."""
 import select
 import socket
 import subprocess
@@ -19,12 +23,13 @@ BENCH = ["bench", "allreduce", "--check", "-b", "1M", "-e", "64M", "-f", "2", "-
          "--warmup", "1", "--timeout", "20"]
 
 
-def start(ringd, rank, size, port, directory, name):
+def start(ringd, rank, size, port, directory, name, env=None):
     out = open(f"{directory}/{name}.out", "w+")
     err = open(f"{directory}/{name}.err", "w+")
     command = [ringd, *BENCH, "--rank", str(rank), "--size", str(size), "--rendezvous",
                f"127.0.0.1:{port}"]
-    return subprocess.Popen(command, stdout=out, stderr=err, env=harness.environment()), err
+    return subprocess.Popen(command, stdout=out, stderr=err,
+                            env=env or harness.environment()), err
 
 
 def read(err):
@@ -113,8 +118,51 @@ def flood(ringd):
           f"rank 0 logged {len(lines)} lines about them")
 
 
+def stranger(ringd):
+    port = harness.free_port()
+    directory = harness.tempfile.mkdtemp(prefix="ringd-stranger-")
+    job_a = harness.environment(RINGD_JOB_ID="job-a")
+    processes = {"rank0": start(ringd, 0, 4, port, directory, "rank0", job_a)}
+    wait_listening(port)
+    processes["stranger"] = start(ringd, 1, 4, port, directory, "stranger",
+                                  harness.environment(RINGD_JOB_ID="job-b"))
+    stranger_code = processes["stranger"][0].wait(timeout=30)
+    stranger_log = read(processes["stranger"][1])
+    check(stranger_code != 0 and "RINGD_JOB_ID=job-b" in stranger_log
+          and "RINGD_JOB_ID=job-a" in stranger_log and "two jobs share" in stranger_log,
+          f"the stranger: exit {stranger_code}: {stranger_log}")
+    for rank in (1, 2, 3):
+        processes[f"rank{rank}"] = start(ringd, rank, 4, port, directory, f"rank{rank}", job_a)
+    try:
+        codes = {name: p.wait(timeout=60) for name, (p, _) in processes.items()}
+    finally:
+        for p, _ in processes.values():
+            if p.poll() is None:
+                p.kill()
+    for name in ("rank0", "rank1", "rank2", "rank3"):
+        check(codes[name] == 0, f"{name} of job-a: exit {codes[name]}: {read(processes[name][1])}")
+    with open(f"{directory}/rank0.out") as out:
+        harness.check_bench_output("job-a", out.read(), 7)
+    check("no identity" not in read(processes["rank0"][1]), "job-a was warned it has no identity")
+    print("ok   a process of another job refused at once, naming both; the job ran with its own "
+          "rank 1 (#wrong 0)")
+
+    # Nothing identifies this job: rank 0 says so (and the job still runs).
+    port = harness.free_port()
+    bare = harness.environment()
+    for variable in ("RINGD_JOB_SECRET", "RINGD_JOB_ID", "RINGD_JOB_SECRET_FILE"):
+        bare.pop(variable, None)
+    pair = [start(ringd, rank, 2, port, directory, f"bare{rank}", bare) for rank in (0, 1)]
+    codes = [p.wait(timeout=60) for p, _ in pair]
+    log = read(pair[0][1])
+    check(codes == [0, 0] and "this job has no identity" in log,
+          f"a job without identity: exit codes {codes}: rank 0: {log}")
+    print("ok   a job nothing identifies: rank 0 warns that a stranger could join")
+
+
 def test(ringd, args):
     stray(ringd)
+    stranger(ringd)
     flood(ringd)
 
 

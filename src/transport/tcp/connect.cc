@@ -147,7 +147,7 @@ std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const Tcp
                   "tcp_connect: invalid rank " << rank << " for world size " << size);
   tcp::ResolvedTcpOptions resolved = resolve(options, size);
   const tcp::Deadline deadline = tcp::Clock::now() + resolved.timeout;
-  resolved.job_id = rendezvous::join_job(store, rank, size, options.job_id);
+  resolved.job_id = rendezvous::join_job(store, rank, size, options.job_id, options.job_source);
   auto device = std::make_shared<tcp::TcpDevice>(rank, size, resolved);
   claim_rank(store, resolved, rank, size, device->listen_address());
   store.set(store_key(rank), to_bytes(device->listen_address()));
