@@ -17,7 +17,10 @@
 namespace ringd {
 
 // Initialises MPI (MPI_THREAD_FUNNELED) if nobody has; finalizes at exit if it initialised it.
-void mpi_ensure_initialized();
+// MPI_Init waits for every process of the mpirun job: after `timeout` (0 = RINGD_TIMEOUT), or on
+// Ctrl-C, this process ends with a message saying which rank is missing, as far as this host can
+// tell (src/transport/mpi/mpi_init.h); no error can be raised from inside MPI_Init.
+void mpi_ensure_initialized(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
 // Collective over `comm`: every rank must call it. The context owns a duplicate of `comm`.
 std::unique_ptr<Context> mpi_connect(MPI_Comm comm, std::chrono::milliseconds timeout = {});

@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include "ringd/mpi.h"
+#include "transport/mpi/mpi_init.h"
 #endif
 
 namespace ringd::job {
@@ -31,14 +32,14 @@ void finalize_mpi_at_exit() {
 }
 
 // MPI calls from the engine's background thread while the main thread makes none: SERIALIZED.
-void init_mpi_serialized(int rank) {
+void init_mpi_serialized(int rank, std::chrono::milliseconds timeout) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
   if (initialized) {
     MPI_Query_thread(&provided);
   } else {
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    provided = mpi::init_thread_bounded(MPI_THREAD_SERIALIZED, timeout);
     std::atexit(finalize_mpi_at_exit);
   }
   if (provided < MPI_THREAD_SERIALIZED) {
@@ -52,16 +53,18 @@ void init_mpi_serialized(int rank) {
 
 }  // namespace
 
-std::string job_secret(const Topology& topology) {
+std::string job_secret(const Topology& topology, std::chrono::milliseconds timeout) {
   const std::string& configured = tunables().job_secret;
 #if RINGD_HAVE_MPI
   if (topology.under_mpirun && topology.transport != "mpi" && topology.transport != "inproc" &&
       topology.rendezvous_host.empty() && topology.size > 1) {
+    mpi_ensure_initialized(timeout);
     return mpi_job_secret(MPI_COMM_WORLD,
                           configured);  // the MPI bootstrap's job: see job_context.h
   }
 #endif
   (void)topology;
+  (void)timeout;
   return configured;
 }
 
@@ -88,14 +91,14 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
   JobContext job;
 #if RINGD_HAVE_MPI
   if (options.mpi_from_other_thread && (topology.under_mpirun || topology.transport == "mpi")) {
-    init_mpi_serialized(topology.rank);
+    init_mpi_serialized(topology.rank, timeout);
   }
 #endif
-  job.secret = job_secret(topology);
+  job.secret = job_secret(topology, timeout);
   const std::string& secret = job.secret;
   if (topology.transport == "mpi") {
 #if RINGD_HAVE_MPI
-    mpi_ensure_initialized();
+    mpi_ensure_initialized(timeout);
     job.ctx = mpi_connect(MPI_COMM_WORLD, timeout);
 #endif
   } else {
@@ -110,7 +113,7 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
       job.store = std::make_unique<MemoryStore>();
     } else {
 #if RINGD_HAVE_MPI
-      mpi_ensure_initialized();
+      mpi_ensure_initialized(timeout);
       job.store = mpi_bootstrap_store(MPI_COMM_WORLD, secret, options.interface);
 #endif
     }

@@ -34,7 +34,9 @@ struct JobContext {
 // The job secret: RINGD_JOB_SECRET / _FILE when set; else, for tcp or ibverbs under mpirun without
 // --rendezvous, a fresh one from rank 0 through MPI (mpi_job_secret; collective: every rank of such
 // a job must call this once, at the same point); else "" (an unauthenticated job, warned about).
-std::string job_secret(const Topology& topology);
+// `timeout` bounds MPI_Init there (0 = RINGD_TIMEOUT).
+std::string job_secret(const Topology& topology,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
 // Not for inproc (threads of this process: see InprocHub). Throws ringd::Error naming the rank
 // and what is missing.

@@ -3,7 +3,11 @@
 Every run is bounded by worker_launcher, so a regression fails instead of hanging."""
 
 import json
+import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -114,3 +118,63 @@ def test_ctrl_c_interrupts_init_while_a_peer_is_missing(tmp_path):
     assert result["interrupted"], result
     assert result["seconds"] < 5, result  # not RINGD_TIMEOUT's 30 s
     assert exited_after < 5, exited_after
+
+
+# ---- under mpirun: a rank that never starts ringd holds the others in MPI_Init ----
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
+          "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
+          "--mca", "oob_tcp_if_include", "lo"]
+# Rank 0 initialises ringd; rank 1 is a process that never does (`sleep`).
+INIT = ("import os, sys, ringd\n"
+        "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+        "ringd.init()\n"
+        "print('initialized', flush=True)\n")
+
+
+def mpirun_env(**extra):
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                **extra)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+@pytest.mark.parametrize("transport", ["mpi", "tcp"])
+def test_a_rank_that_never_starts_under_mpirun_is_named_within_the_timeout(tmp_path, transport):
+    started = time.monotonic()
+    result = subprocess.run(
+        [*MPIRUN, "-np", "1", sys.executable, "-c", INIT, str(tmp_path / "pid"), ":",
+         "-np", "1", "sleep", "60"],
+        env=mpirun_env(RINGD_TIMEOUT="4", RINGD_TRANSPORT=transport), capture_output=True,
+        text=True, timeout=60)
+    seconds = time.monotonic() - started
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "initialized" not in output, output
+    assert "rank 0: MPI_Init has waited 4 s" in output, output
+    assert "missing: rank 1" in output, output
+    assert seconds < 20, f"{seconds:.1f} s: {output}"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+def test_ctrl_c_ends_an_init_that_waits_in_mpi_init(tmp_path):
+    pid_file = tmp_path / "pid"
+    job = subprocess.Popen(
+        [*MPIRUN, "-np", "1", sys.executable, "-c", INIT, str(pid_file), ":",
+         "-np", "1", "sleep", "60"],
+        env=mpirun_env(RINGD_TIMEOUT="60"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert time.monotonic() < deadline, "rank 0 never started"
+            time.sleep(0.05)
+        time.sleep(1.5)  # inside ringd.init(), waiting in MPI_Init for rank 1
+        interrupted = time.monotonic()
+        os.kill(int(pid_file.read_text()), signal.SIGINT)
+        output, _ = job.communicate(timeout=30)
+        seconds = time.monotonic() - interrupted
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert "interrupted (SIGINT) while MPI_Init waited" in output, output
+    assert seconds < 10, f"{seconds:.1f} s after Ctrl-C: {output}"

@@ -13,6 +13,7 @@
 #include "common/tunables.h"
 #include "ringd/mpi.h"
 #include "transport/mpi/mpi_errors.h"
+#include "transport/mpi/mpi_init.h"
 #include "transport/mpi/mpi_pair.h"
 
 namespace ringd {
@@ -28,7 +29,7 @@ void finalize_at_exit() {
 
 }  // namespace
 
-void mpi_ensure_initialized() {
+void mpi_ensure_initialized(std::chrono::milliseconds timeout) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   int initialized = 0;
@@ -41,13 +42,8 @@ void mpi_ensure_initialized() {
                 "MPI has already been finalized in this process; the mpi transport "
                 "cannot start again");
   }
-  int provided = MPI_THREAD_SINGLE;
-  const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-  if (code != MPI_SUCCESS) {
-    RINGD_THROW(kUnavailable, "MPI_Init_thread failed: " << mpi::describe_mpi_error(code)
-                                                         << "; is this process started by mpirun "
-                                                            "(or able to run as a singleton)?");
-  }
+  const int provided = mpi::init_thread_bounded(MPI_THREAD_FUNNELED,
+                                                timeout.count() > 0 ? timeout : tunables().timeout);
   std::atexit(finalize_at_exit);
   if (provided < MPI_THREAD_FUNNELED) {
     RINGD_LOG(kWarn) << "MPI provides thread level " << provided
