@@ -42,10 +42,21 @@ CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
 
   std::vector<uint8_t> flags = flag_vector(pending, shutting_down, !stall_reason.empty(),
                                            wants_state_round(shutting_down, now));
+  const size_t lag_offset = flags.size();
+  const bool lag_report = lag_report_due_;
+  if (lag_report) {
+    // Every rank's slot is 0xff but this rank's own: the min gives each slot its owner's bytes.
+    flags.resize(lag_offset + 4 * static_cast<size_t>(ctx_.size()), 0xff);
+    uint8_t* mine = flags.data() + lag_offset + 4 * static_cast<size_t>(ctx_.rank());
+    for (int byte = 0; byte < 4; ++byte) mine[byte] = (lag_report_us_ >> (8 * byte)) & 0xff;
+    lag_report_due_ = false;
+  }
   const Clock::time_point entered = Clock::now();
   allreduce(ctx_, flags.data(), flags.data(), flags.size(), DataType::kUInt8, ReduceOp::kMin,
             flag_options_);
   const std::chrono::duration<double> waited = Clock::now() - entered;
+  if (lag_report) report_lags(flags.data() + lag_offset, outcome, now);
+  flags.resize(lag_offset);
 
   // Slots some rank invalidated leave every cache; tensors here that hoped to run from them go
   // to the coordinator in this cycle's round (the invalidating rank forces one).
@@ -75,27 +86,37 @@ CycleOutcome Controller::run_cycle(PendingTable& pending, bool shutting_down,
                                                       : describe_stopped(outcome.stopped);
   }
   release_groups(outcome);
-  if (!outcome.ready.empty() && !outcome.shutdown) measure_lag(waited.count(), outcome, now);
+  if (!outcome.ready.empty() && !outcome.shutdown) measure_lag(waited.count(), now);
   return outcome;
 }
 
-void Controller::measure_lag(double wait_s, CycleOutcome& outcome, Clock::time_point now) {
+void Controller::measure_lag(double wait_s, Clock::time_point now) {
   if (ctx_.size() < 2) return;
   if (lag_cycles_ == 0) lag_window_start_ = now;
   lag_wait_s_ += wait_s;
   if (++lag_cycles_ < kStragglerWindow) return;
-  const double interval_s =
+  // Every rank closes the window in the same cycle (the cycles that ran something are the same
+  // everywhere), so every rank's next flag vector has the same length.
+  lag_interval_s_ =
       std::chrono::duration<double>(now - lag_window_start_).count() / (kStragglerWindow - 1);
-  std::vector<double> waits(static_cast<size_t>(ctx_.size()), 0.0);
-  waits[static_cast<size_t>(ctx_.rank())] = lag_wait_s_ / lag_cycles_;
+  lag_report_us_ = static_cast<uint32_t>(
+      std::min(lag_wait_s_ / lag_cycles_ * 1e6, static_cast<double>(UINT32_MAX)));
+  lag_report_due_ = true;
   lag_wait_s_ = 0;
   lag_cycles_ = 0;
-  allreduce(ctx_, waits.data(), waits.data(), waits.size(), DataType::kFloat64, ReduceOp::kSum,
-            flag_options_);
+}
+
+void Controller::report_lags(const uint8_t* slots, CycleOutcome& outcome, Clock::time_point now) {
+  std::vector<double> waits(static_cast<size_t>(ctx_.size()));
+  for (size_t rank = 0; rank < waits.size(); ++rank) {
+    uint32_t us = 0;
+    for (int byte = 0; byte < 4; ++byte) us |= uint32_t{slots[4 * rank + byte]} << (8 * byte);
+    waits[rank] = us * 1e-6;
+  }
   outcome.rank_lag_s = rank_lags(waits);
   if (ctx_.rank() != 0 || now < next_straggler_warning_) return;
   const double threshold_s =
-      std::max(std::chrono::duration<double>(kStragglerWarning).count(), interval_s / 10);
+      std::max(std::chrono::duration<double>(kStragglerWarning).count(), lag_interval_s_ / 10);
   const std::string warning = describe_straggler(outcome.rank_lag_s, kStragglerWindow, threshold_s);
   if (warning.empty()) return;
   RINGD_LOG(kWarn) << "rank 0: " << warning;

@@ -36,9 +36,11 @@
 //
 // Stragglers. Every rank times its own wait inside the flag allreduce: the last rank to arrive
 // waits least, the first most. Over the cycles that ran something (the same cycles on every
-// rank) each rank averages its wait; every kStragglerWindow such cycles one more allreduce (sum
-// of a vector with each rank's mean in its slot) tells every rank everyone's, and a rank's lag is
-// the median wait minus its own: how long after the median rank it was ready. Rank 0 warns (at
+// rank) each rank averages its wait; after every kStragglerWindow such cycles, the next cycle's
+// flag vector carries 4 more bytes per rank: each rank's mean (microseconds) in its own slot and
+// 0xff in the others', so the same min allreduce tells every rank everyone's (no allreduce of its
+// own: the 1% it cost a stream of 4 KB allreduces). A rank's lag is the median wait minus its
+// own: how long after the median rank it was ready. Rank 0 warns (at
 // most once a minute) when a rank lags by kStragglerWarning or more and by at least a tenth of
 // the window's mean interval between those cycles (so a 20 ms lag in 5 s steps is no news).
 #pragma once
@@ -120,7 +122,9 @@ class Controller {
                                  bool progress);
   void apply_responses(const ResponseList& list, PendingTable& pending, CycleOutcome& outcome);
   void release_groups(CycleOutcome& outcome);
-  void measure_lag(double wait_s, CycleOutcome& outcome, Clock::time_point now);
+  void measure_lag(double wait_s, Clock::time_point now);
+  // The window's waits, from the flag vector's tail (every rank's slot), into outcome.
+  void report_lags(const uint8_t* slots, CycleOutcome& outcome, Clock::time_point now);
 
   Context& ctx_;
   ResponseCache cache_;
@@ -132,6 +136,9 @@ class Controller {
   double lag_wait_s_ = 0;                  // this rank's waits in the window's cycles
   int lag_cycles_ = 0;                     // cycles in the window so far
   Clock::time_point lag_window_start_{};
+  bool lag_report_due_ = false;  // the next cycle's flags carry the window's waits
+  uint32_t lag_report_us_ = 0;   // this rank's mean wait in the window that ended
+  double lag_interval_s_ = 0;    // that window's mean interval between its cycles
   Clock::time_point next_straggler_warning_{};
   std::optional<Coordinator> coordinator_;  // rank 0 only
   std::vector<int> invalid_slots_;          // this cycle's slots to evict (sort_new_tensors)
