@@ -10,11 +10,6 @@
 
 using namespace ringd;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  return 0;
-}
-
 namespace {
 
 void read(const uint8_t* data, size_t size) {

@@ -18,11 +18,6 @@
 
 using namespace ringd;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  return 0;
-}
-
 namespace {
 
 void topology(const std::string& text) {

@@ -18,11 +18,6 @@ using namespace ringd;
 using namespace ringd::launcher;
 using namespace std::chrono_literals;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  return 0;
-}
-
 namespace {
 
 const std::string kSecret = "job secret";

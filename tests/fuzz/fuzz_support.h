@@ -1,5 +1,6 @@
 // Shared by the libFuzzer harnesses of tests/fuzz (see CMakeLists.txt there and scripts/fuzz.sh):
-// quiet logging, an input written to a file, an input fed through a socket.
+// quiet logging, an input written to a file, an input fed through a socket. Include it from the
+// harness's one source file (it defines LLVMFuzzerInitialize).
 #pragma once
 
 #include <fcntl.h>
@@ -12,9 +13,6 @@
 #include <string_view>
 
 namespace ringd::fuzz {
-
-// Warnings about each rejected input would be most of a run's time and output.
-inline void quiet_logging() { ::setenv("RINGD_LOG_LEVEL", "error", /*overwrite=*/0); }
 
 inline std::string_view as_text(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
@@ -94,3 +92,10 @@ class SocketPair {
 };
 
 }  // namespace ringd::fuzz
+
+// libFuzzer calls this once before the first input. Warnings about each rejected input would be
+// most of a run's time and output. (Defined here: each harness is one source file.)
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  ::setenv("RINGD_LOG_LEVEL", "error", /*overwrite=*/0);
+  return 0;
+}

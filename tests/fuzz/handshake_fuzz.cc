@@ -16,11 +16,6 @@
 using namespace ringd;
 using namespace ringd::tcp;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  return 0;
-}
-
 namespace {
 
 void accept_side(const uint8_t* data, size_t size, const std::string& secret) {

@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <cstdlib>
-#include <memory>
 
 #include "fuzz_support.h"
 #include "launcher/http_server.h"
@@ -16,12 +15,10 @@ using namespace ringd;
 using namespace std::chrono_literals;
 
 namespace {
-std::unique_ptr<launcher::HttpServer> server;
-}
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  server = std::make_unique<launcher::HttpServer>("127.0.0.1", 0, [](const std::string& path) {
+// One server for the whole run (it keeps no state between requests).
+launcher::HttpServer& server() {
+  static launcher::HttpServer instance("127.0.0.1", 0, [](const std::string& path) {
     launcher::HttpResponse response;
     if (path == "/healthz") {
       response.body = "ok\n";
@@ -31,8 +28,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     }
     return response;
   });
-  return 0;
+  return instance;
 }
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -43,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const tcp::Deadline deadline = tcp::Clock::now() + 5s;
   int error = 0;
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server->port()}, tcp::SocketTuning{},
+  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server().port()}, tcp::SocketTuning{},
                                deadline, &error);
   if (!fd.valid()) std::abort();
   tcp::send_all(fd.get(), request.data(), request.size(), deadline, &error);

@@ -9,11 +9,6 @@
 using namespace ringd;
 using namespace std::chrono_literals;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::SocketPair pair;
   pair.feed(data, size);

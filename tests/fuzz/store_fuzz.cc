@@ -23,11 +23,6 @@
 using namespace ringd;
 using namespace std::chrono_literals;
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::quiet_logging();
-  return 0;
-}
-
 namespace {
 
 void server_side(const uint8_t* data, size_t size) {

@@ -38,6 +38,16 @@ def read(err):
         return f.read()
 
 
+def wait_all(processes, timeout=60):
+    """Exit codes by name; whatever is still running after `timeout` s is killed."""
+    try:
+        return {name: p.wait(timeout=timeout) for name, (p, _) in processes.items()}
+    finally:
+        for p, _ in processes.values():
+            if p.poll() is None:
+                p.kill()
+
+
 def wait_listening(port, timeout=20):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -63,12 +73,7 @@ def stray(ringd):
         check(time.monotonic() < deadline, f"the job did not form: {read(processes['rank0'][1])}")
         time.sleep(0.05)
     processes["real1"] = start(ringd, 1, 4, port, directory, "real1")
-    try:
-        codes = {name: p.wait(timeout=60) for name, (p, _) in processes.items()}
-    finally:
-        for p, _ in processes.values():
-            if p.poll() is None:
-                p.kill()
+    codes = wait_all(processes)
     logs = {name: read(err) for name, (_, err) in processes.items()}
     check(codes["real1"] != 0 and "was already claimed by pid" in logs["real1"],
           f"the real rank 1: exit {codes['real1']}: {logs['real1']}")
@@ -133,12 +138,7 @@ def stranger(ringd):
           f"the stranger: exit {stranger_code}: {stranger_log}")
     for rank in (1, 2, 3):
         processes[f"rank{rank}"] = start(ringd, rank, 4, port, directory, f"rank{rank}", job_a)
-    try:
-        codes = {name: p.wait(timeout=60) for name, (p, _) in processes.items()}
-    finally:
-        for p, _ in processes.values():
-            if p.poll() is None:
-                p.kill()
+    codes = wait_all(processes)
     for name in ("rank0", "rank1", "rank2", "rank3"):
         check(codes[name] == 0, f"{name} of job-a: exit {codes[name]}: {read(processes[name][1])}")
     with open(f"{directory}/rank0.out") as out:
