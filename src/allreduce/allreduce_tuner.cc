@@ -55,7 +55,7 @@ void AllreduceTuner::record(const Pick& pick, double seconds, Context& ctx, cons
   double sums[2] = {recent_median(c.fixed, kWindow), recent_median(c.trial, kWindow)};
   const Operation agreement{
       ctx, ctx.next_operation_id(), opts,
-      encode_signature({CollectiveKind::kAllreduce, DataType::kFloat64, ReduceOp::kSum, 2, 2, 0})};
+      encode_signature({SignatureKind::kAllreduce, DataType::kFloat64, ReduceOp::kSum, 2, 2, 0})};
   recursive_doubling_allreduce(agreement, sums, 2, DataType::kFloat64, ReduceOp::kSum);
   c.chosen = sums[1] < sums[0] ? other(c.fixed_algorithm) : c.fixed_algorithm;
   RINGD_LOG(kDebug) << "rank " << ctx.rank() << ": allreduce of ("

@@ -159,8 +159,8 @@ void allreduce(Context& ctx, const void* in, void* out, size_t count, DataType d
     copy_if_distinct(out, in, bytes);
     return;
   }
-  operation.signature = encode_signature(
-      {CollectiveKind::kAllreduce, dtype, op, algorithm_bits(algorithm), count, 0});
+  operation.signature =
+      encode_signature({SignatureKind::kAllreduce, dtype, op, algorithm_bits(algorithm), count, 0});
   with_context(
       ctx,
       [&] {
@@ -233,7 +233,7 @@ void allreduce_list(Context& ctx, std::span<const BufferView> buffers, DataType 
   // The same operation, signature and chunks as allreduce() of the joined buffers with the ring.
   Operation operation{ctx, ctx.next_operation_id(), resolved};
   operation.signature = encode_signature(
-      {CollectiveKind::kAllreduce, dtype, op, algorithm_bits(AllreduceAlgorithm::kRing), total, 0});
+      {SignatureKind::kAllreduce, dtype, op, algorithm_bits(AllreduceAlgorithm::kRing), total, 0});
   algo::PieceList pieces;
   pieces.elem = elem;
   pieces.starts.push_back(0);
@@ -264,7 +264,7 @@ void broadcast(Context& ctx, void* buf, size_t count, DataType dtype, int root,
                                        << " is not a rank of this job (size " << ctx.size() << ")");
   const Operation operation{
       ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
-      encode_signature({CollectiveKind::kBroadcast, dtype, ReduceOp::kSum, 0, count, root})};
+      encode_signature({SignatureKind::kBroadcast, dtype, ReduceOp::kSum, 0, count, root})};
   if (count == 0 || ctx.size() == 1) return;
   with_context(
       ctx, [&] { algo::chain_broadcast(operation, buf, count * dtype_size(dtype), root); },
@@ -279,7 +279,7 @@ void allgather(Context& ctx, const void* in, void* out, size_t count_per_rank, D
   check_buffers("allgather", ctx, in, out, count_per_rank, dtype);
   const Operation operation{
       ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
-      encode_signature({CollectiveKind::kAllgather, dtype, ReduceOp::kSum, 1, count_per_rank, 0})};
+      encode_signature({SignatureKind::kAllgather, dtype, ReduceOp::kSum, 1, count_per_rank, 0})};
   if (count_per_rank == 0) return;
   ring_gather(ctx, operation, in, out, Chunks(count_per_rank * ctx.size(), ctx.size()), dtype,
               [&](std::ostream& os) {
@@ -301,7 +301,7 @@ void allgatherv(Context& ctx, const void* in, void* out, const std::vector<size_
   for (size_t count : counts) counts_hash = (counts_hash ^ count) * 0x100000001b3ull;
   const Operation operation{
       ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
-      encode_signature({CollectiveKind::kAllgatherv, dtype, ReduceOp::kSum, 1, counts_hash, 0})};
+      encode_signature({SignatureKind::kAllgatherv, dtype, ReduceOp::kSum, 1, counts_hash, 0})};
   if (total == 0) return;
   ring_gather(ctx, operation, in, out, chunks, dtype, [&](std::ostream& os) {
     os << "allgatherv #" << operation.id << " (" << chunks.count(ctx.rank()) << " of " << total
@@ -317,7 +317,7 @@ void reduce_scatter(Context& ctx, const void* in, void* out, size_t count_per_ra
                                             << " is not defined for " << dtype_name(dtype));
   const Operation operation{
       ctx, ctx.next_operation_id(), algo::resolve(ctx, options),
-      encode_signature({CollectiveKind::kReduceScatter, dtype, op, 1, count_per_rank, 0})};
+      encode_signature({SignatureKind::kReduceScatter, dtype, op, 1, count_per_rank, 0})};
   const size_t elem = dtype_size(dtype);
   if (count_per_rank == 0) return;
   if (ctx.size() == 1) {

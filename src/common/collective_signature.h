@@ -22,7 +22,10 @@
 
 namespace ringd {
 
-enum class CollectiveKind : uint8_t {
+// The collective field of a signature (not the engine's ringd::CollectiveKind of
+// include/ringd/engine.h: these are the transport-level collectives, reduce_scatter and
+// allgatherv included).
+enum class SignatureKind : uint8_t {
   kNone,
   kAllreduce,
   kBroadcast,
@@ -32,7 +35,7 @@ enum class CollectiveKind : uint8_t {
 };
 
 struct CollectiveSignature {
-  CollectiveKind kind = CollectiveKind::kNone;
+  SignatureKind kind = SignatureKind::kNone;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;  // ignored for broadcast and allgather
   uint8_t algorithm = 0;         // 0 none, 1 ring, 2 recursive doubling, 3 halving-doubling

@@ -1,7 +1,6 @@
 // `ringd agent` (every pod's process) and `ringd exec` (its client, Open MPI's rsh agent).
 #include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "launcher/http_server.h"
 #include "launcher/pod_commands.h"
 #include "launcher/pod_flags.h"
+#include "launcher/process_self.h"
 #include "ringd/error.h"
 
 namespace ringd::launcher {
@@ -133,16 +133,6 @@ void reap_and_log(const std::string& name) {
   }
 }
 
-// Reads every pending signal; returns the last SIGTERM or SIGINT among them, 0 for SIGCHLD alone.
-int read_signals(int signal_fd) {
-  int stop_signal = 0;
-  signalfd_siginfo info{};
-  while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-    if (info.ssi_signo != SIGCHLD) stop_signal = static_cast<int>(info.ssi_signo);
-  }
-  return stop_signal;
-}
-
 std::string pid_list(const std::vector<pid_t>& pids) {
   std::string out;
   for (pid_t pid : pids) out += (out.empty() ? "" : " ") + std::to_string(pid);
@@ -165,7 +155,7 @@ size_t signal_orphans(const std::string& name, int signal_number, const char* wh
 // to each orphan; SIGKILL to whatever runs after `grace`; orphans reaped as they end. Returns once
 // nothing is left or, for processes that SIGKILL cannot end at once, a second after the grace.
 void stop_job(const std::string& name, int signal_number, std::chrono::milliseconds grace,
-              ChildProcess* launcher, ExecServer* exec_server, int signal_fd) {
+              ChildProcess* launcher, ExecServer* exec_server, const BlockedSignals& signals) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + grace;
   const auto left = [&deadline] {
@@ -199,9 +189,9 @@ void stop_job(const std::string& name, int signal_number, std::chrono::milliseco
       reap_and_log(name);
       if (running_orphans().empty() || Clock::now() >= until) break;
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-      pollfd entry{signal_fd, POLLIN, 0};
+      pollfd entry{signals.fd(), POLLIN, 0};
       ::poll(&entry, 1, static_cast<int>(std::clamp<int64_t>(wait.count(), 1, kReapPollMs)));
-      read_signals(signal_fd);  // a second SIGTERM changes nothing: the grace is already bounded
+      signals.read();  // a second SIGTERM changes nothing: the grace is already bounded
     }
     reap_and_log(name);
   };
@@ -210,13 +200,6 @@ void stop_job(const std::string& name, int signal_number, std::chrono::milliseco
     wait_for_orphans(std::chrono::seconds(1));
   }
   std::fprintf(stderr, "ringd agent %s: stopped\n", name.c_str());
-}
-
-std::string self_path() {
-  char path[4096];
-  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (length <= 0) return "ringd";
-  return std::string(path, static_cast<size_t>(length));
 }
 
 }  // namespace
@@ -282,13 +265,7 @@ int run_agent_command(int argc, const char* const* argv) {
 
   // SIGTERM (pod deletion) and SIGINT end the agent in order, SIGCHLD says an orphan may wait to
   // be reaped; they arrive through a signalfd, blocked before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &signals, nullptr);
-  tcp::Fd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  const BlockedSignals signals({SIGTERM, SIGINT, SIGCHLD});
   // PID 1's duty, the same when it is not PID 1 (tests, a shared process namespace): processes
   // orphaned below the agent become its children, and it reaps them.
   if (!become_child_subreaper()) {
@@ -365,13 +342,13 @@ int run_agent_command(int argc, const char* const* argv) {
     // Watched until its end is recorded, not while exited() is false: the reaper thread sets
     // exited() before the SIGCHLD-woken loop has seen the exit, and the byte on exit_fd() stays.
     const bool watch_launch = launcher && launch.running.load();
-    pollfd fds[2] = {{signal_fd.get(), POLLIN, 0},
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0},
                      {watch_launch ? launcher->exit_fd() : -1, POLLIN, 0}};
     if (::poll(fds, 2, kReapPollMs) < 0 && errno != EINTR) {
       stop_signal = SIGTERM;
       break;
     }
-    if (fds[0].revents) stop_signal = read_signals(signal_fd.get());
+    if (fds[0].revents) stop_signal = signals.read(SIGCHLD);
     reap_and_log(name);  // on SIGCHLD, and every kReapPollMs in case one was missed
     if (stop_signal != 0) {
       std::fprintf(stderr, "ringd agent %s: signal %d: stopping\n", name.c_str(), stop_signal);
@@ -391,7 +368,7 @@ int run_agent_command(int argc, const char* const* argv) {
     }
   }
   http_server.reset();
-  stop_job(name, stop_signal, stop_grace, launcher.get(), exec_server.get(), signal_fd.get());
+  stop_job(name, stop_signal, stop_grace, launcher.get(), exec_server.get(), signals);
   return exit_code;
 }
 

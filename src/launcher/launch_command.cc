@@ -3,7 +3,6 @@
 // job done so that a restarted pod 0 does not train again. Exit codes: pod_commands.h.
 #include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +16,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/pod_commands.h"
 #include "launcher/pod_flags.h"
+#include "launcher/process_self.h"
 #include "ringd/error.h"
 
 namespace ringd::launcher {
@@ -67,13 +67,6 @@ void add_hostfile_options(CLI::App* app, LaunchFlags* flags) {
                   "the agents' exec port (default RINGD_AGENT_PORT, 29400)")
       ->check(CLI::Range(1, 65535));
   add_identity_options(app, &flags->identity);
-}
-
-std::string self_path() {
-  char path[4096];
-  const ssize_t length = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (length <= 0) return "ringd";
-  return std::string(path, static_cast<size_t>(length));
 }
 
 // Identity, secret and ports; throws with a message naming what is wrong.
@@ -130,38 +123,12 @@ int wait_and_write_hostfile(const LaunchFlags& flags, const Job& job) {
   return kLaunchOk;
 }
 
-// SIGTERM and SIGINT blocked and readable through a file descriptor while launch runs mpirun or
-// pauses before a restart; unblocked again afterwards, so that while launch only waits for pods a
-// signal ends it at once (there is nothing to clean up then).
-class BlockedStopSignals {
- public:
-  BlockedStopSignals() {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    ::sigprocmask(SIG_BLOCK, &signals_, nullptr);  // before spawning: reaper threads inherit it
-    fd_ = tcp::Fd(::signalfd(-1, &signals_, SFD_CLOEXEC | SFD_NONBLOCK));
-  }
-  ~BlockedStopSignals() { ::sigprocmask(SIG_UNBLOCK, &signals_, nullptr); }
-  BlockedStopSignals(const BlockedStopSignals&) = delete;
-  BlockedStopSignals& operator=(const BlockedStopSignals&) = delete;
-
-  int fd() const { return fd_.get(); }
-  // The signal read, 0 if none is pending.
-  int read() const {
-    signalfd_siginfo info{};
-    if (::read(fd_.get(), &info, sizeof(info)) != sizeof(info)) return 0;
-    return static_cast<int>(info.ssi_signo);
-  }
-
- private:
-  sigset_t signals_{};
-  tcp::Fd fd_;
-};
-
+// While launch runs mpirun or pauses before a restart, SIGTERM and SIGINT arrive through a
+// signalfd (BlockedSignals); unblocked again afterwards, so that while launch only waits for pods
+// a signal ends it at once (there is nothing to clean up then).
 // Sleeps `delay` unless SIGTERM or SIGINT comes first; returns that signal, or 0.
 int pause_unless_signalled(std::chrono::milliseconds delay) {
-  BlockedStopSignals signals;
+  BlockedSignals signals({SIGTERM, SIGINT});
   const auto deadline = std::chrono::steady_clock::now() + delay;
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -176,7 +143,7 @@ int pause_unless_signalled(std::chrono::milliseconds delay) {
 
 // Runs mpirun, forwarding SIGTERM/SIGINT; returns its exit code, or -1 when it could not start.
 int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
-  BlockedStopSignals signals;
+  BlockedSignals signals({SIGTERM, SIGINT});
   SpawnOptions spawn;
   spawn.argv = argv;
   spawn.environment = mpirun_environment(current_environment());

@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(All, Agreement, ::testing::Values(Transport::kInproc, T
 
 TEST(CollectiveSignature, EncodesAndNamesEachField) {
   const CollectiveSignature base{
-      CollectiveKind::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 1, 1024, 0};
+      SignatureKind::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 1, 1024, 0};
   const uint16_t mine = encode_signature(base);
   EXPECT_NE(mine, 0);
   EXPECT_EQ(describe_signature(mine).rfind("allreduce float sum ring, count/root hash ", 0), 0u)
@@ -145,12 +145,12 @@ TEST(CollectiveSignature, EncodesAndNamesEachField) {
   EXPECT_EQ(signature_difference(mine, encode_signature(other)),
             "op (sum here, max at the peer), algorithm (ring here, rd at the peer)");
   other = base;
-  other.kind = CollectiveKind::kBroadcast;
+  other.kind = SignatureKind::kBroadcast;
   EXPECT_EQ(signature_difference(mine, encode_signature(other)),
             "collective (allreduce here, broadcast at the peer)");
   // Broadcast and allgather do not reduce: their op does not count.
   CollectiveSignature gather{
-      CollectiveKind::kAllgather, DataType::kFloat32, ReduceOp::kSum, 1, 8, 0};
+      SignatureKind::kAllgather, DataType::kFloat32, ReduceOp::kSum, 1, 8, 0};
   CollectiveSignature gather_max = gather;
   gather_max.op = ReduceOp::kMax;
   EXPECT_EQ(encode_signature(gather), encode_signature(gather_max));
@@ -164,7 +164,7 @@ TEST(CollectiveSignature, EncodesAndNamesEachField) {
   }
   EXPECT_GE(differing, 56);
   CollectiveSignature root = {
-      CollectiveKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 0, 1024, 0};
+      SignatureKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum, 0, 1024, 0};
   for (int r = 1; r < 8; ++r) {
     CollectiveSignature moved = root;
     moved.root = r;
