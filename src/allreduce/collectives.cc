@@ -13,6 +13,7 @@
 #include "allreduce/halving_doubling.h"
 #include "allreduce/recursive_doubling.h"
 #include "allreduce/ring.h"
+#include "allreduce/with_context.h"
 #include "common/collective_signature.h"
 #include "ringd/error.h"
 #include "transport/error_text.h"
@@ -22,6 +23,7 @@ namespace {
 
 using algo::Chunks;
 using algo::Operation;
+using algo::with_context;
 
 void check_buffers(const char* what, const Context& ctx, const void* in, const void* out,
                    size_t count, DataType dtype) {
@@ -31,25 +33,6 @@ void check_buffers(const char* what, const Context& ctx, const void* in, const v
   RINGD_CHECK_ARG(count == 0 || (in != nullptr && out != nullptr),
                   what << " on rank " << ctx.rank() << ": null buffer for " << count << " x "
                        << dtype_name(dtype));
-}
-
-// Runs body(); if it throws, rethrows the same error code with `describe()` in front.
-template <typename Body, typename Describe>
-void with_context(Context& ctx, Body body, Describe describe) {
-  try {
-    body();
-  } catch (const Error& error) {
-    std::ostringstream os;
-    describe(os);
-    const std::string message =
-        "rank " + std::to_string(ctx.rank()) + ": " + os.str() + " failed: " + error.what();
-    const bool mismatch = error.code() == ErrorCode::kMismatch ||
-                          (error.code() == ErrorCode::kPeerLost &&
-                           std::string(error.what()).find(kMismatchAbortMark) != std::string::npos);
-    // Peers learn the root cause instead of only "connection lost".
-    ctx.abort(mismatch ? kMismatchAbortMark + message : message);
-    throw Error(mismatch ? ErrorCode::kMismatch : error.code(), message);
-  }
 }
 
 uint8_t algorithm_bits(AllreduceAlgorithm algorithm) {

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "allreduce/hierarchy_steps.h"
+#include "allreduce/with_context.h"
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
 
@@ -37,7 +38,7 @@ void hierarchical_allgather(Context& ctx, LocalGroup& group, DeviceBuffers buffe
   }
   if (count_per_device == 0) return;
 
-  algo::with_hierarchy_context(
+  algo::with_context(
       ctx,
       [&] {
         const size_t own_first = node_block * ctx.rank();

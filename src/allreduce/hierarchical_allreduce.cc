@@ -49,6 +49,7 @@
 
 #include "allreduce/hierarchy_pipeline.h"
 #include "allreduce/hierarchy_steps.h"
+#include "allreduce/with_context.h"
 #include "common/reduce.h"
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
@@ -272,7 +273,7 @@ void hierarchical_allreduce_parts(Context& ctx, LocalGroup& group,
     }
   };
 
-  algo::with_hierarchy_context(
+  algo::with_context(
       ctx, [&] { algo::run_pipelined(steps.size(), local_in, across, local_out); },
       [&](std::ostream& os) {
         os << "hierarchical allreduce (";

@@ -14,6 +14,7 @@
 
 #include "allreduce/hierarchy_pipeline.h"
 #include "allreduce/hierarchy_steps.h"
+#include "allreduce/with_context.h"
 #include "ringd/error.h"
 #include "ringd/hierarchy.h"
 
@@ -51,7 +52,7 @@ void hierarchical_broadcast(Context& ctx, LocalGroup& group, DeviceBuffers buffe
                                                      ? algo::cut_chunks(count, dtype, chunk_bytes)
                                                      : std::vector<algo::ElementRange>{{0, count}};
 
-  algo::with_hierarchy_context(
+  algo::with_context(
       ctx,
       [&] {
         const bool is_root = ctx.rank() == root_node;

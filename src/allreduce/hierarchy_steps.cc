@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "ringd/error.h"
@@ -100,20 +99,6 @@ Hierarchy resolve_strategy(Hierarchy strategy, const LocalGroup& group, const ch
                              << group.size()
                              << "; choose reduce-bcast or rs-ag, or run one rank per device");
   return Hierarchy::kReduceBcast;  // with one device the local steps do nothing
-}
-
-void with_hierarchy_context(Context& ctx, const std::function<void()>& body,
-                            const std::function<void(std::ostream&)>& describe) {
-  try {
-    body();
-  } catch (const Error& error) {
-    std::ostringstream os;
-    describe(os);
-    const std::string message =
-        "rank " + std::to_string(ctx.rank()) + ": " + os.str() + " failed: " + error.what();
-    ctx.abort(message);
-    throw Error(error.code(), message);
-  }
 }
 
 void describe_shape(std::ostream& os, const Context& ctx, const LocalGroup& group) {

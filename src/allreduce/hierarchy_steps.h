@@ -43,11 +43,6 @@ void across_nodes(LocalGroup& group, DeviceBuffers buffers, std::vector<HostPiec
 // kNone is only meaningful with one device; throws kInvalidArgument otherwise.
 Hierarchy resolve_strategy(Hierarchy strategy, const LocalGroup& group, const char* collective);
 
-// Runs body(); if it throws, aborts `ctx` (so the other nodes learn the cause) and rethrows the
-// same code with "rank R: <describe> failed: " in front.
-void with_hierarchy_context(Context& ctx, const std::function<void()>& body,
-                            const std::function<void(std::ostream&)>& describe);
-
 // "N nodes x L cpu devices, tcp": for error messages.
 void describe_shape(std::ostream& os, const Context& ctx, const LocalGroup& group);
 
