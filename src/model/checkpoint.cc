@@ -35,6 +35,7 @@ class HashingWriter {
       : fd_(fd), final_path_(final_path), ops_(ops) {}
 
   void write(const void* data, size_t bytes, bool hash = true) {
+    if (bytes == 0) return;  // an empty tensor: its data pointer may be null
     if (hash) sha_.update(data, bytes);
     const auto* cursor = static_cast<const uint8_t*>(data);
     while (bytes > 0) {
@@ -328,7 +329,10 @@ Checkpoint read_checkpoint(const std::string& path) {
     t.name = entry.name();
     t.shape.assign(entry.shape().begin(), entry.shape().end());
     t.values.resize(entry.count());
-    std::memcpy(t.values.data(), payload + entry.offset(), entry.count() * sizeof(float));
+    // An empty tensor (a zero extent) has no values, and its vector no buffer to copy into.
+    if (entry.count() > 0) {
+      std::memcpy(t.values.data(), payload + entry.offset(), entry.count() * sizeof(float));
+    }
     return t;
   };
   Checkpoint checkpoint;

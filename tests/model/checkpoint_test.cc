@@ -129,6 +129,16 @@ TEST_F(CheckpointTest, AShapeThatDisagreesWithItsValuesIsCorrupt) {
   expect_corrupt(negative, "impossible shape");
 }
 
+// Found by tests/fuzz/checkpoint_fuzz.cc (UBSan): an empty tensor was copied from a null buffer.
+TEST_F(CheckpointTest, AnEmptyTensorRoundTrips) {
+  std::vector<ParameterView> with_empty = params_;
+  with_empty.push_back(ParameterView{"layer1.empty", {0, 4}, nullptr, nullptr, 0});
+  const Checkpoint read = read_checkpoint(write_checkpoint(dir_, meta(12), with_empty, {}));
+  ASSERT_EQ(read.parameters.size(), 3u);
+  EXPECT_EQ(read.parameters[2].shape, (std::vector<int64_t>{0, 4}));
+  EXPECT_TRUE(read.parameters[2].values.empty());
+}
+
 TEST_F(CheckpointTest, CorruptionAndTruncationAreDetected) {
   const std::string path = write(10);
   const std::vector<char> good = bytes_of(path);
