@@ -50,6 +50,7 @@ struct ChannelOp {
 
 class Channel {
  public:
+  static constexpr const char* kTransport = "ibverbs";
   Channel(int rank, int peer, const SlotGeometry& geometry);
   ~Channel();
   Channel(const Channel&) = delete;

@@ -301,41 +301,9 @@ bool PairChannel::abort_locked(const Error& error, const std::string& reason) {
   return aborting_;  // the I/O thread must finish writing the notice
 }
 
-namespace {
-
-class TcpRequest : public Request {
- public:
-  TcpRequest(std::shared_ptr<PairChannel> channel, std::shared_ptr<PairOp> op)
-      : channel_(std::move(channel)), op_(std::move(op)) {}
-  void wait(std::chrono::milliseconds timeout) override { channel_->wait(*op_, timeout); }
-
- private:
-  std::shared_ptr<PairChannel> channel_;
-  std::shared_ptr<PairOp> op_;
-};
-
-}  // namespace
-
 void PairChannel::flush_abort(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mutex_);
   completed_.wait_for(lock, limit, [&] { return !aborting_ || !socket_.valid(); });
-}
-
-TcpPair::~TcpPair() {
-  // An abort notice still queued (the peer's receive buffer was full) would die with the socket,
-  // and the peer would see a bare EOF instead of the root cause: give it a moment to drain.
-  channel_->flush_abort(kAbortFlushLimit);
-  channel_->close(RINGD_MAKE_ERROR(
-      kInvalidArgument, "the tcp pair to peer " << channel_->description()
-                                                << " was closed (its context was destroyed)"));
-}
-
-RequestPtr TcpPair::isend(const void* data, size_t bytes, uint64_t tag) {
-  return std::make_unique<TcpRequest>(channel_, channel_->post(true, data, bytes, tag));
-}
-
-RequestPtr TcpPair::irecv(void* data, size_t bytes, uint64_t tag) {
-  return std::make_unique<TcpRequest>(channel_, channel_->post(false, data, bytes, tag));
 }
 
 }  // namespace ringd::tcp

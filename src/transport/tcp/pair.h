@@ -57,6 +57,7 @@
 
 #include "ringd/error.h"
 #include "ringd/transport.h"
+#include "transport/channel_pair.h"
 #include "transport/error_text.h"
 #include "transport/tcp/io_loop.h"
 #include "transport/tcp/socket.h"
@@ -73,8 +74,6 @@ static_assert(sizeof(MessageHeader) == 24, "MessageHeader is 24 bytes on the wir
 constexpr uint32_t kDataMagic = 0x52440000u;  // "RD" + protocol version in the low 16 bits
 constexpr uint32_t kFlagAbort = 1;            // the payload is the sender's reason for giving up
 constexpr size_t kMaxAbortReasonBytes = 4096;
-// How long closing a pair waits for its abort notice to reach the peer's kernel.
-constexpr std::chrono::milliseconds kAbortFlushLimit{2000};
 // Messages up to this size are sent and received on the posting/waiting thread (see above).
 constexpr size_t kInlineIoBytes = 4 * 1024 * 1024;
 // A waiter whose matched payload has more than this still to come sleeps until half of it has
@@ -99,6 +98,7 @@ struct PairOp {
 
 class PairChannel : public IoHandler, public std::enable_shared_from_this<PairChannel> {
  public:
+  static constexpr const char* kTransport = "tcp";
   PairChannel(int rank, int peer, IoLoop& loop);
   ~PairChannel() override;
 
@@ -175,19 +175,8 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   size_t payload_got_ = 0;
 };
 
-// The ringd::Pair handed to Context. Destroying it closes the connection.
-class TcpPair : public Pair {
- public:
-  explicit TcpPair(std::shared_ptr<PairChannel> channel) : channel_(std::move(channel)) {}
-  ~TcpPair() override;
-  int peer_rank() const override { return channel_->peer(); }
-  std::string peer_description() const override { return channel_->description(); }
-  RequestPtr isend(const void* data, size_t bytes, uint64_t tag) override;
-  RequestPtr irecv(void* data, size_t bytes, uint64_t tag) override;
-  void abort(const std::string& reason) override { channel_->abort(reason); }
-
- private:
-  std::shared_ptr<PairChannel> channel_;
-};
+// The ringd::Pair handed to Context (transport/channel_pair.h). Destroying it closes the
+// connection.
+using TcpPair = ChannelPair<PairChannel>;
 
 }  // namespace ringd::tcp
