@@ -4,14 +4,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "cli/command_errors.h"
 #include "cli/flag_checks.h"
+#include "common/files.h"
 #include "common/tunables.h"
+#include "job/topology.h"
 #include "ps/server.h"
+#include "ringd/config.h"
 #include "ringd/error.h"
 #include "transport/tcp/socket.h"
 
@@ -25,8 +27,8 @@ every later worker must agree. It prints "ringd ps: serving on HOST:PORT" and ex
 worker has finished (exit 1 if a worker was lost). Workers list the servers in one order, the
 same everywhere: that order is the server index.
 
-Under mpirun, each process is one server: a fixed --listen port is offset by the process's local
-rank (OMPI_COMM_WORLD_LOCAL_RANK), and %r in --address-file becomes its rank.
+Under mpirun (or torchrun), each process is one server: a fixed --listen port is offset by the
+process's local rank on its host, and %r in --address-file becomes its rank.
 
 Examples:
   ringd ps --listen 0.0.0.0:7000 &                      # on each server node
@@ -43,7 +45,7 @@ struct PsFlags {
   std::string timeout;
 };
 
-std::string replace_rank(std::string path, const char* rank) {
+std::string replace_rank(std::string path, const std::string& rank) {
   for (size_t at = path.find("%r"); at != std::string::npos; at = path.find("%r", at)) {
     path.replace(at, 2, rank);
   }
@@ -89,11 +91,15 @@ int run_ps_command_line(int argc, const char* const* argv) {
       ->type_name("SECONDS")
       ->check(seconds_check("--timeout"));
   ps::ServerOptions options;
+  job::Topology topology;
   const int parsed = parse_command_line(app, "ringd ps", argc, argv, 2, [&] {
     tunables();  // a malformed RINGD_* variable is a usage error (exit 2) like a malformed flag
+    // Where this server sits, as every command reads it (job/topology.h): mpirun's or torchrun's
+    // rank and local rank, 0 of 1 when started alone.
+    topology = job::resolve_topology(job::TopologyFlags{}, job::process_environment(),
+                                     RINGD_HAVE_MPI != 0);
     uint16_t port = parse_listen(flags.listen, &options.host);
-    const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (port != 0 && local_rank) port = static_cast<uint16_t>(port + std::atoi(local_rank));
+    if (port != 0) port = static_cast<uint16_t>(port + topology.local_rank);
     options.port = port;
     if (!flags.timeout.empty()) options.timeout = parse_seconds("--timeout", flags.timeout);
     if (!flags.interface.empty() || options.host == "0.0.0.0") {
@@ -107,17 +113,8 @@ int run_ps_command_line(int argc, const char* const* argv) {
     std::printf("ringd ps: serving on %s\n", server.address().c_str());
     std::fflush(stdout);
     if (!flags.address_file.empty()) {
-      const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-      const std::string path = replace_rank(flags.address_file, rank ? rank : "0");
-      const std::string temporary = path + ".tmp";
-      {
-        std::ofstream out(temporary);
-        out << server.address() << "\n";
-        if (!out) RINGD_THROW(kIo, "ringd ps: cannot write --address-file " << temporary);
-      }
-      if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-        RINGD_THROW(kIo, "ringd ps: cannot rename " << temporary << " to " << path);
-      }
+      write_file_atomically(replace_rank(flags.address_file, std::to_string(topology.rank)),
+                            server.address() + "\n");
     }
     server.wait_until_done();
     std::printf("ringd ps: every worker finished\n");
