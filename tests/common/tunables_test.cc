@@ -85,9 +85,9 @@ TEST(ParseSeconds, IsBoundedSoThatEveryDeadlineFits) {
 // RINGD_CLUSTER_DOMAIN, RINGD_TRANSPORT, RINGD_RENDEZVOUS_PORT: their bad values are
 // tests/job/topology_test.cc's and pod_identity_test.cc's).
 const std::set<std::string> kTextVariables = {
-    "RINGD_IFACE",        "RINGD_JOB_SECRET",      "RINGD_IB_DEVICE",     "RINGD_TIMELINE",
-    "RINGD_METRICS_FILE", "RINGD_REPLICAS",        "RINGD_SERVICE",       "RINGD_CLUSTER_DOMAIN",
-    "RINGD_TRANSPORT",    "RINGD_RENDEZVOUS_PORT", "RINGD_TCP_CONGESTION"};
+    "RINGD_IFACE",        "RINGD_JOB_SECRET",      "RINGD_IB_DEVICE",      "RINGD_TIMELINE",
+    "RINGD_METRICS_FILE", "RINGD_REPLICAS",        "RINGD_SERVICE",        "RINGD_CLUSTER_DOMAIN",
+    "RINGD_TRANSPORT",    "RINGD_RENDEZVOUS_PORT", "RINGD_TCP_CONGESTION", "RINGD_JOB_ID"};
 
 // Sets one variable for the life of the object.
 class ScopedVariable {

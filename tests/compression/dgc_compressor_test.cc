@@ -128,6 +128,7 @@ TEST(DgcCompressor, AccumulateVelocityIsThePlainLoopBitwise) {
       want_v[i] += want_u[i];
     }
     accumulate_velocity(g.data(), u.data(), v.data(), count, 0.9f, 0.5f);
+    if (count == 0) continue;  // nothing to compare (and no buffers to hand memcmp)
     ASSERT_EQ(std::memcmp(u.data(), want_u.data(), count * sizeof(float)), 0) << count;
     ASSERT_EQ(std::memcmp(v.data(), want_v.data(), count * sizeof(float)), 0) << count;
   }

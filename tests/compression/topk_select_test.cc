@@ -213,7 +213,7 @@ TEST(TopkSelect, RejectsCountBeyondUint32IndicesAndBadOptions) {
 // estimate), and a sample fooled into too few candidates (the fallback over the written result).
 std::vector<uint32_t> bits_of(const std::vector<float>& values) {
   std::vector<uint32_t> bits(values.size());
-  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
   return bits;
 }
 

@@ -163,6 +163,11 @@ TEST(HttpServer, SlowAndOversizedRequestsAreCutOff) {
 // Out of file descriptors (EMFILE): the listener stays readable but accept() fails. The server
 // must not spin on it, and serves the waiting client once descriptors are free again.
 TEST(HttpServer, OutOfFileDescriptorsItWaitsInsteadOfSpinning) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizers probe memory through a pipe: with no descriptor left, UBSan's vptr check
+  // reports every object as invalid (scripts/sanitize.sh).
+  GTEST_SKIP() << "not under the sanitizers: they need free file descriptors themselves";
+#endif
   HttpServer server("127.0.0.1", 0, answer_ok);
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
