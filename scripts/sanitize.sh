@@ -58,7 +58,9 @@ suppressions=$PWD/scripts/sanitizer_suppressions
 # Open MPI unloads its components at MPI_Finalize, after which their allocations have no module
 # name to suppress by: keep them loaded.
 export OMPI_MCA_mca_base_component_disable_dlclose=1
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0"
+# Full stacks for every allocation (the libraries have no frame pointers), so that suppressions
+# find the library frames below the allocator.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0:fast_unwind_on_malloc=0:malloc_context_size=30"
 export LSAN_OPTIONS="suppressions=$suppressions/lsan.txt:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$suppressions/tsan.txt"

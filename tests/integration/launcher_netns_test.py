@@ -312,7 +312,10 @@ def run_scenarios(cluster, ringd, work):
                             "-e", "4K", "--iters", "2", "--check"])
 
     def launch_ended():
-        text = cluster.http_get(0, "/metrics")
+        try:
+            text = cluster.http_get(0, "/metrics")
+        except harness.Failure:  # the restarted agent may not listen yet (slow under ASan)
+            return False
         return re.search(r'^ringd_launch_running\{pod="ringd-0"\} 0$', text, re.M) is not None
     def agents_state():
         logs = "\n".join(f"agent {i}:\n{cluster.agent_log(i)}" for i in range(PODS))
