@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/target_clones.h"
 #include "compression/dgc_accumulate.h"
 #include "ringd/error.h"
 
@@ -10,9 +11,10 @@ namespace ringd::compression {
 
 // GCC at -O2 vectorises the fixed 16-element inner loop; a plain loop over `count` stays scalar
 // there (its cheap cost model does not vectorise a loop of unknown trip count).
-__attribute__((target_clones("avx2", "default"))) void accumulate_velocity(
-    const float* __restrict gradient, float* __restrict velocity, float* __restrict accumulated,
-    size_t count, float momentum, float scale) {
+RINGD_AVX2_CLONES void accumulate_velocity(const float* __restrict gradient,
+                                           float* __restrict velocity,
+                                           float* __restrict accumulated, size_t count,
+                                           float momentum, float scale) {
   constexpr size_t kBlock = 16;
   const size_t blocks = count / kBlock * kBlock;
   for (size_t base = 0; base < blocks; base += kBlock) {

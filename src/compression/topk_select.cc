@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 
+#include "common/target_clones.h"
 #include "compression/dgc_accumulate.h"
 #include "ringd/error.h"
 
@@ -80,10 +81,8 @@ inline void append_hits(const float* values, size_t base, size_t length, uint32_
 // Every element with magnitude_bits >= threshold (>= 1) into its quarter's list. The hot loop:
 // `below - m` has its sign bit set exactly when m > below, so an OR over a block tests all of it;
 // the compiler vectorises it, with AVX2 where the CPU has it.
-__attribute__((target_clones("avx2", "default"))) void scan_candidates(const float* values,
-                                                                       size_t count,
-                                                                       uint32_t threshold,
-                                                                       Candidates* lists) {
+RINGD_AVX2_CLONES void scan_candidates(const float* values, size_t count, uint32_t threshold,
+                                       Candidates* lists) {
   const uint32_t below = threshold - 1;
   const size_t quarter = count / (kStreams * kBlock) * kBlock;
   for (CandidateList& list : *lists) list.size = 0;
@@ -106,9 +105,11 @@ __attribute__((target_clones("avx2", "default"))) void scan_candidates(const flo
 // `list` (index order). threshold 0x80000000 (above every magnitude, NaN's included) accumulates
 // only. One stream per array rather than scan_candidates' four quarters: the pass already reads
 // three arrays and writes two.
-__attribute__((target_clones("avx2", "default"))) void accumulate_and_scan(
-    const float* __restrict gradient, float* __restrict velocity, float* __restrict accumulated,
-    size_t count, float momentum, float scale, uint32_t threshold, CandidateList* list) {
+RINGD_AVX2_CLONES void accumulate_and_scan(const float* __restrict gradient,
+                                           float* __restrict velocity,
+                                           float* __restrict accumulated, size_t count,
+                                           float momentum, float scale, uint32_t threshold,
+                                           CandidateList* list) {
   const uint32_t below = threshold - 1;
   list->size = 0;
   const size_t blocks = count / kBlock * kBlock;
