@@ -40,6 +40,12 @@ scripts/install_deps.sh clang libclang-rt-14-dev
 clang_cc=$(command -v clang-14 || command -v clang)
 clang_cxx=$(command -v clang++-14 || command -v clang++)
 
+# A directory configured some other way (another compiler, no fuzzers) is configured anew.
+if [[ -f $build_dir/CMakeCache.txt ]] &&
+  ! grep -q '^RINGD_BUILD_FUZZERS:BOOL=ON$' "$build_dir/CMakeCache.txt"; then
+  echo "fuzz.sh: $build_dir was not configured for the fuzzers; configuring it anew" >&2
+  rm -rf "$build_dir/CMakeCache.txt" "$build_dir/CMakeFiles"
+fi
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
   # The library is built as the product is (-O2), with line tables for the reports; no MPI, CUDA or
   # verbs: nothing the harnesses reach needs them.

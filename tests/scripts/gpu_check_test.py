@@ -176,7 +176,10 @@ class Harness:
                    FAKE_NCCL_DIR=self.nccl_dir, FAKE_GPUS="".join(
                        f"{i}, NVIDIA H100 80GB HBM3, 580.95.05, 81559 MiB\\n" for i in range(gpus)),
                    RINGD_BUILD_DIR=os.path.join(build, "build"),
-                   RINGD_CUDA_BUILD_DIR=os.path.join(build, "build-cuda"))
+                   RINGD_CUDA_BUILD_DIR=os.path.join(build, "build-cuda"),
+                   # test.sh's fuzzers would configure the repository's build-fuzz with the
+                   # stubbed cmake (which writes a fake cache there): not part of this test.
+                   RINGD_SKIP_FUZZ="1", RINGD_FUZZ_BUILD_DIR=os.path.join(build, "build-fuzz"))
         # Hermetic: the caller's own test.sh settings (e.g. RINGD_SKIP_CUDA_BUILD=1 from a
         # developer's shell) must not change what test.sh does here.
         for name in ("CUDA_VISIBLE_DEVICES", "RINGD_SKIP_CUDA_BUILD"):
