@@ -280,8 +280,8 @@ const Tunables& tunables() {
 const std::vector<TunableInfo>& tunable_table() {
   static const std::vector<TunableInfo> table = {
       {"RINGD_TIMEOUT", "30",
-       "seconds any blocking wait (receive, send, rendezvous) may take; at most 1000000 (11.6 "
-       "days), as for every duration flag"},
+       "seconds any blocking wait (receive, send, rendezvous, MPI_Init under mpirun) may take; at "
+       "most 1000000 (11.6 days), as for every duration flag"},
       {"RINGD_SEGMENT_BYTES", "1M", "ring pipeline segment size (bytes; K/M/G suffixes)"},
       {"RINGD_SEGMENTS_IN_FLIGHT", "4", "receive segments posted ahead in the ring pipeline"},
       {"RINGD_SMALL_ALLREDUCE_BYTES", "32K",
