@@ -153,3 +153,65 @@ def test_read_only_array_is_refused():
     array.flags.writeable = False
     with pytest.raises(ringd.InvalidArgumentError, match="read-only"):
         _core._tensor_for_test(array)
+
+
+# ---- the package's layers: no module imports one that (directly or not) imports it back ----
+
+PACKAGE_DIR = REPO / "python" / "ringd"
+
+
+def _module_name(path):
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph():
+    """module -> the ringd modules it imports, at module level or inside functions (a deferred
+    import is still a cycle, only a hidden one). Packages' __init__ files re-export their
+    modules, so they are left out as targets and as sources."""
+    import ast
+    modules = {_module_name(p): p for p in PACKAGE_DIR.rglob("*.py") if p.name != "__init__.py"}
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            edges |= {t for t in targets if t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def test_the_package_has_no_import_cycles():
+    graph = _import_graph()
+    assert "ringd.torch._submit" in graph and "ringd.torch.collectives" in graph, sorted(graph)
+    state = {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycle = path[path.index(target):] + [target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target, path + [target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+@pytest.mark.parametrize("module", sorted(_module_name(p) for p in PACKAGE_DIR.rglob("*.py")
+                                          if p.name != "__init__.py"))
+def test_each_module_imports_alone(module):
+    import subprocess
+    import sys
+    if module.startswith("ringd.torch"):
+        pytest.importorskip("torch")
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

@@ -3,129 +3,47 @@
 The *_async calls return an integer handle for synchronize(handle) (the result) and poll(handle);
 the plain calls wait. Names the caller does not give are generated per kind in call order
 ("allreduce.noname.0", ...): ranks must make their unnamed calls in the same order, as in
-Horovod. Tensors: see ringd.torch.tensors (zero-copy for contiguous CPU tensors).
+Horovod. Tensors: see ringd.torch.tensors (zero-copy for contiguous CPU tensors). The layers:
+this module (the public calls, DGC's configuration) over autograd_ops (the differentiable forms)
+over _submit (staging, submission, the handle table).
 """
-
-import itertools
 
 import torch
 
 from ringd import _runtime
-from ringd._runtime import Average, Sum, job, name_or_default, op_from_average
+from ringd._runtime import Average, Sum, name_or_default, op_from_average
 from ringd.collectives import scatter_rows
-from ringd.torch import dgc
-from ringd.torch.compression import Compression, dgc_compressor, wire_and_python_compressor
-from ringd.torch.tensors import stage, tensor_from_bytes
+from ringd.torch import _submit, dgc
+from ringd.torch._submit import poll, synchronize
+from ringd.torch.autograd_ops import AllgatherFunction, AllreduceFunction, BroadcastFunction
+from ringd.torch.compression import Compression, dgc_compressor
 
 
-class _Pending:
-    """What synchronize() waits for (ringd.Handles) and then calls to make the result."""
-
-    __slots__ = ("handles", "finish")
-
-    def __init__(self, handles, finish):
-        self.handles = handles
-        self.finish = finish
-
-
-_handle_map = {}
-_next_handle = itertools.count()
-
-
-def _register(handles, finish):
-    handle = next(_next_handle)
-    _handle_map[handle] = _Pending(handles, finish)
-    return handle
-
-
-def _pending(handle):
-    try:
-        return _handle_map[handle]
-    except KeyError:
-        raise ValueError(f"ringd.torch: handle {handle!r} is unknown or already synchronized"
-                         ) from None
-
-
-def synchronize(handle):
-    """Waits for the operation (Ctrl-C interrupts; the handle stays valid) and returns its
-    output; raises the RingdError it failed with."""
-    pending = _pending(handle)
-    try:
-        for core_handle in pending.handles:
-            core_handle.wait()
-    except KeyboardInterrupt:
-        raise
-    except BaseException:
-        del _handle_map[handle]
-        raise
-    del _handle_map[handle]
-    return pending.finish()
-
-
-def poll(handle):
-    """True once synchronize(handle) would return without waiting."""
-    return all(core_handle.done() for core_handle in _pending(handle).handles)
-
-
-# --- allreduce ----------------------------------------------------------------------------------
-
-
-def _submit_allreduce(tensors, name, op, average, prescale_factor, postscale_factor, compression,
-                      in_place, grouped):
-    op = op_from_average(op, average)
+def _configure_dgc(compression):
+    """Compression.dgc's settings reach the engine (once per job) before its first tensor."""
     wanted_dgc = dgc_compressor(compression)
     if wanted_dgc is not None:
         dgc.configure(wanted_dgc)
-    wire, compressor = wire_and_python_compressor(compression)
-    if grouped:
-        group = name_or_default(name, "grouped_allreduce")
-        names = [f"{group}.{index}" for index in range(len(tensors))]
-    else:
-        names = [name_or_default(name, "allreduce")]
-    staged = [stage(tensor, tensor_name, in_place) for tensor, tensor_name in zip(tensors, names)]
-    sent = []
-    contexts = []
-    with torch.no_grad():
-        for item in staged:
-            if prescale_factor != 1.0:
-                item.buffer.mul_(prescale_factor)
-            if compressor is None:
-                sent.append(item.buffer)
-                contexts.append(None)
-            else:
-                compressed, context = compressor.compress(item.buffer)
-                sent.append(compressed.detach().contiguous())
-                contexts.append(context)
-    if grouped:
-        handles = job().grouped_allreduce(group, names, sent, op, wire)
-    else:
-        handles = [job().allreduce(names[0], sent[0], op, wire)]
 
-    def finish():
-        results = []
-        with torch.no_grad():
-            for item, wire_tensor, context in zip(staged, sent, contexts):
-                if compressor is not None:
-                    item.buffer.copy_(compressor.decompress(wire_tensor, context))
-                if postscale_factor != 1.0:
-                    item.buffer.mul_(postscale_factor)
-                results.append(item.result())
-        return results if grouped else results[0]
 
-    return _register(handles, finish)
+def _allreduce(tensors, name, op, average, prescale_factor, postscale_factor, compression,
+               in_place, grouped):
+    _configure_dgc(compression)
+    return _submit.allreduce(tensors, name, op, average, prescale_factor, postscale_factor,
+                             compression, in_place, grouped)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None, compression=Compression.none):
     """Starts reducing `tensor` in place across the ranks; returns a handle."""
-    return _submit_allreduce([tensor], name, op, average, prescale_factor, postscale_factor,
+    return _allreduce([tensor], name, op, average, prescale_factor, postscale_factor,
                              compression, in_place=True, grouped=False)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=None, compression=Compression.none):
     """Starts reducing a copy of `tensor`; synchronize() returns the new tensor."""
-    return _submit_allreduce([tensor], name, op, average, prescale_factor, postscale_factor,
+    return _allreduce([tensor], name, op, average, prescale_factor, postscale_factor,
                              compression, in_place=False, grouped=False)
 
 
@@ -143,7 +61,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     op = op_from_average(op, average)
     name = name_or_default(name, "allreduce")
     if tensor.requires_grad and torch.is_grad_enabled():
-        from ringd.torch.autograd_ops import AllreduceFunction
+        _configure_dgc(compression)
         return AllreduceFunction.apply(tensor, name, op, prescale_factor, postscale_factor,
                                        compression)
     return synchronize(allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor,
@@ -154,13 +72,13 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=None, compression=Compression.none):
     """Starts reducing every tensor in place as one group: none of them runs before all of them
     are ready on every rank. synchronize() returns the list."""
-    return _submit_allreduce(list(tensors), name, op, average, prescale_factor, postscale_factor,
+    return _allreduce(list(tensors), name, op, average, prescale_factor, postscale_factor,
                              compression, in_place=True, grouped=True)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=None, compression=Compression.none):
-    return _submit_allreduce(list(tensors), name, op, average, prescale_factor, postscale_factor,
+    return _allreduce(list(tensors), name, op, average, prescale_factor, postscale_factor,
                              compression, in_place=False, grouped=True)
 
 
@@ -179,20 +97,13 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 # --- broadcast, allgather, reducescatter, barrier -----------------------------------------------
 
 
-def _submit_broadcast(tensor, root_rank, name, in_place):
-    name = name_or_default(name, "broadcast")
-    item = stage(tensor, name, in_place)
-    handle = job().broadcast(name, item.buffer, root_rank)
-    return _register([handle], item.result)
-
-
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     """Starts overwriting `tensor` in place with rank root_rank's; returns a handle."""
-    return _submit_broadcast(tensor, root_rank, name, in_place=True)
+    return _submit.broadcast(tensor, root_rank, name, in_place=True)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
-    return _submit_broadcast(tensor, root_rank, name, in_place=False)
+    return _submit.broadcast(tensor, root_rank, name, in_place=False)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
@@ -204,7 +115,6 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
     the sum of every rank's, the others' zero."""
     name = name_or_default(name, "broadcast")
     if tensor.requires_grad and torch.is_grad_enabled():
-        from ringd.torch.autograd_ops import BroadcastFunction
         return BroadcastFunction.apply(tensor, root_rank, name)
     return synchronize(broadcast_async(tensor, root_rank, name))
 
@@ -212,15 +122,7 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
 def allgather_async(tensor, name=None, process_set=None):
     """Starts concatenating every rank's `tensor` along the first dimension (which may differ per
     rank; the others must agree); synchronize() returns the new tensor, rank 0's rows first."""
-    name = name_or_default(name, "allgather")
-    item = stage(tensor, name, in_place=False, needs_copy=False)
-    handle = job().allgather(name, item.buffer)
-
-    def finish():
-        gathered = tensor_from_bytes(handle.output(), tensor.dtype, handle.output_shape())
-        return gathered if tensor.device.type == "cpu" else gathered.to(tensor.device)
-
-    return _register([handle], finish)
+    return _submit.allgather(tensor, name)
 
 
 def allgather(tensor, name=None, process_set=None):
@@ -228,7 +130,6 @@ def allgather(tensor, name=None, process_set=None):
     gradient is the sum over ranks of the gradient of its rows."""
     name = name_or_default(name, "allgather")
     if tensor.requires_grad and torch.is_grad_enabled():
-        from ringd.torch.autograd_ops import AllgatherFunction
         return AllgatherFunction.apply(tensor, name)
     return synchronize(allgather_async(tensor, name))
 

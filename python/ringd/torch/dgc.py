@@ -12,6 +12,7 @@ import threading
 
 from ringd import _runtime
 from ringd._core import InvalidArgumentError, MismatchError
+from ringd.torch._objects import allgather_object
 
 _lock = threading.Lock()
 _configured = {"job": None, "settings": None}
@@ -23,8 +24,6 @@ def _describe(settings):
 
 def configure(compressor):
     """Gives the engine `compressor`'s settings (a DGCCompressor); see the module's text."""
-    from ringd.torch.functions import allgather_object  # functions imports collectives
-
     settings = compressor.settings()
     job = _runtime.job()
     with _lock:

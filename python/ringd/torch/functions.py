@@ -1,15 +1,11 @@
 """Making replicas agree: parameters, optimizer state and arbitrary Python objects from one rank
 to all, and objects from every rank to all (horovod.torch.functions)."""
 
-import io
-import pickle
-
-import numpy as np
 import torch
 
 from ringd import _runtime
-from ringd._runtime import name_or_default
 from ringd.torch import collectives
+from ringd.torch._objects import allgather_object, broadcast_object  # noqa: F401 (public)
 from ringd.torch.tensors import SUPPORTED_DTYPES
 
 
@@ -96,34 +92,3 @@ def broadcast_optimizer_state(optimizer, root_rank=0, prefix="broadcast_optimize
         optimizer.load_state_dict(_put_tensors(skeleton, tensors))
 
 
-def _to_bytes_tensor(obj):
-    buffer = io.BytesIO()
-    pickle.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    return torch.from_numpy(np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy())
-
-
-def broadcast_object(obj, root_rank=0, name=None):
-    """Returns rank root_rank's `obj` (pickled) on every rank."""
-    name = name_or_default(name, "broadcast_object")
-    payload = _to_bytes_tensor(obj) if _runtime.rank() == root_rank else None
-    length = torch.tensor([0 if payload is None else payload.numel()], dtype=torch.int64)
-    collectives.broadcast_(length, root_rank, name=f"{name}.length")
-    if payload is None:
-        payload = torch.empty(int(length[0]), dtype=torch.uint8)
-    collectives.broadcast_(payload, root_rank, name=name)
-    return pickle.loads(payload.numpy().tobytes())
-
-
-def allgather_object(obj, name=None):
-    """Returns every rank's `obj` (pickled), as a list in rank order."""
-    name = name_or_default(name, "allgather_object")
-    payload = _to_bytes_tensor(obj)
-    lengths = collectives.allgather(torch.tensor([payload.numel()], dtype=torch.int64),
-                                    name=f"{name}.lengths")
-    gathered = collectives.allgather(payload, name=name).numpy()
-    objects = []
-    offset = 0
-    for length in lengths.tolist():
-        objects.append(pickle.loads(gathered[offset:offset + length].tobytes()))
-        offset += length
-    return objects
