@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/sha256.h"
+#include "common/text.h"
 #include "ringd/error.h"
 
 namespace ringd::job {
@@ -308,11 +309,7 @@ JobIdentity resolve_job_identity(const Topology& topology, const EnvLookup& env,
     const std::string text = "ringd job identity\n" + identity.source;
     digest = sha256(text.data(), text.size());
   }
-  static const char kHex[] = "0123456789abcdef";
-  for (size_t i = 0; i < 16; ++i) {
-    identity.id += kHex[digest[i] >> 4];
-    identity.id += kHex[digest[i] & 15];
-  }
+  identity.id = hex(digest.data(), 16);
   return identity;
 }
 

@@ -7,20 +7,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/text.h"
 #include "ringd/error.h"
 
 namespace ringd::ps {
 namespace {
 
-std::string hex_magic(const uint8_t* bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out = "0x";
-  for (int i = 0; i < 4; ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
-}
+std::string hex_magic(const uint8_t* bytes) { return "0x" + hex(bytes, 4); }
 
 uint32_t read_u32(const uint8_t* bytes) {
   uint32_t value = 0;

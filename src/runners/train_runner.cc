@@ -15,6 +15,7 @@
 
 #include "common/logging.h"
 #include "common/sha256.h"
+#include "common/text.h"
 #include "common/tunables.h"
 #include "model/allreduce_sync.h"
 #include "model/checkpoint.h"
@@ -90,13 +91,7 @@ std::string params_digest(const std::vector<model::ParameterView>& params) {
   Sha256 sha;
   for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
   const Sha256Digest digest = sha.finish();
-  static const char* hex = "0123456789abcdef";
-  std::string text;
-  for (uint8_t byte : digest) {
-    text += hex[byte >> 4];
-    text += hex[byte & 15];
-  }
-  return text;
+  return hex(digest.data(), digest.size());
 }
 
 // Where a resumed run starts.

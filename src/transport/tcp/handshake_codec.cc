@@ -3,6 +3,8 @@
 #include <bit>
 #include <sstream>
 
+#include "common/text.h"
+
 namespace ringd::tcp::codec {
 
 static_assert(std::endian::native == std::endian::little,
@@ -70,14 +72,10 @@ void job_id_bytes(const std::string& job_id, uint8_t* out) {
 }
 
 std::string job_id_text(const uint8_t* bytes) {
-  std::string text;
-  bool zero = true;
   for (size_t i = 0; i < kJobIdBytes; ++i) {
-    zero = zero && bytes[i] == 0;
-    text += kHexDigits[bytes[i] >> 4];
-    text += kHexDigits[bytes[i] & 15];
+    if (bytes[i] != 0) return hex(bytes, kJobIdBytes);
   }
-  return zero ? "" : text;
+  return "";
 }
 
 }  // namespace

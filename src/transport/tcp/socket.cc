@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/text.h"
 #include "common/tunables.h"
 #include "ringd/error.h"
 
@@ -365,14 +366,7 @@ std::string io_status_text(IoStatus status, int error) {
 std::string random_hex(size_t bytes) {
   std::vector<unsigned char> random(bytes);
   random_bytes(random.data(), bytes);
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * bytes);
-  for (const unsigned char byte : random) {
-    hex += kDigits[byte >> 4];
-    hex += kDigits[byte & 15];
-  }
-  return hex;
+  return hex(random.data(), bytes);
 }
 
 void random_bytes(void* out, size_t bytes) {
