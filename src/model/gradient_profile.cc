@@ -40,12 +40,12 @@ GradientProfile parse_gradient_profile(const std::string& name, const std::strin
     if (line.empty() || line[0] == '#') continue;
     const size_t tab = line.find('\t');
     const std::string count_text = tab == std::string::npos ? "" : line.substr(tab + 1);
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long count = std::strtoull(count_text.c_str(), &end, 10);
+    // Digits only (no sign, blank or NUL that strtoull would skip or stop at), then in range.
     const bool digits_only =
         !count_text.empty() && count_text.find_first_not_of("0123456789") == std::string::npos;
-    if (tab == 0 || tab == std::string::npos || !digits_only || *end != '\0' || errno == ERANGE) {
+    errno = 0;
+    const unsigned long long count = std::strtoull(count_text.c_str(), nullptr, 10);
+    if (tab == 0 || tab == std::string::npos || !digits_only || errno == ERANGE) {
       RINGD_THROW(kInvalidArgument, source << ":" << number << ": expected 'name<TAB>element "
                                            << "count', got '" << line << "'");
     }
