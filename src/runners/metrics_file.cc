@@ -10,12 +10,20 @@
 namespace ringd::runners {
 namespace {
 
-std::string gauge(const char* name, const char* type, const char* help, const std::string& labels,
-                  double value) {
+// A metric family's HELP and TYPE lines, then one sample line per labels set.
+std::string family(const char* name, const char* type, const char* help) {
+  return std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+std::string sample(const char* name, const std::string& labels, double value) {
   char number[64];
   std::snprintf(number, sizeof(number), "%.9g", value);
-  return std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-         name + labels + " " + number + "\n";
+  return name + labels + " " + number + "\n";
+}
+
+std::string gauge(const char* name, const char* type, const char* help, const std::string& labels,
+                  double value) {
+  return family(name, type, help) + sample(name, labels, value);
 }
 
 }  // namespace
@@ -67,15 +75,13 @@ std::string train_metrics_text(const TrainMetrics& m) {
                 m.communication_ratio);
   if (!m.rank_lag_seconds.empty()) {
     // One family, one sample per rank (HELP and TYPE once).
-    text +=
-        "# HELP ringd_rank_lag_seconds how long after the median rank each rank was ready, on "
-        "average over the fusion engine's last 20 cycles (the straggler lags most)\n"
-        "# TYPE ringd_rank_lag_seconds gauge\n";
+    text += family("ringd_rank_lag_seconds", "gauge",
+                   "how long after the median rank each rank was ready, on average over the "
+                   "fusion engine's last 20 cycles (the straggler lags most)");
     for (size_t rank = 0; rank < m.rank_lag_seconds.size(); ++rank) {
-      char number[64];
-      std::snprintf(number, sizeof(number), "%.9g", m.rank_lag_seconds[rank]);
-      text += "ringd_rank_lag_seconds{mode=\"" + m.mode + "\",rank=\"" + std::to_string(rank) +
-              "\"} " + number + "\n";
+      text += sample("ringd_rank_lag_seconds",
+                     "{mode=\"" + m.mode + "\",rank=\"" + std::to_string(rank) + "\"}",
+                     m.rank_lag_seconds[rank]);
     }
   }
   return text;
