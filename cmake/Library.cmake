@@ -8,10 +8,15 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-# Its sources are ringd_core's objects, all of them (compiled once, with -fPIC like everything
-# here); linking ringd_core as well brings its dependencies (MPI, OpenBLAS, zlib, protobuf, CUDA
-# where built), and nothing of the archive itself, whose every symbol is already defined.
-add_library(ringd_library SHARED $<TARGET_OBJECTS:ringd_core>)
+# Its sources are the objects of ringd_core's layers (RINGD_CORE_LAYERS: compiled once, with -fPIC
+# like everything here); linking ringd_core as well brings their dependencies (MPI, protobuf,
+# CUDA and NCCL where built), and nothing of the archive itself, whose every symbol is already
+# defined. The training model and the parameter servers are not in it (see CMakeLists.txt).
+set(_ringd_library_objects)
+foreach(layer ${RINGD_CORE_LAYERS})
+  list(APPEND _ringd_library_objects $<TARGET_OBJECTS:ringd_${layer}>)
+endforeach()
+add_library(ringd_library SHARED ${_ringd_library_objects})
 add_library(ringd::ringd ALIAS ringd_library)
 set_target_properties(ringd_library PROPERTIES
   OUTPUT_NAME ringd

@@ -10,13 +10,13 @@
 #include "cli/command_errors.h"
 #include "cli/flag_checks.h"
 #include "cli/output_file.h"
+#include "cli/pod_commands.h"
 #include "cli/ps_command.h"
 #include "cli/replay_command.h"
 #include "cli/train_command.h"
 #include "cli/version.h"
 #include "common/suggest.h"
 #include "common/tunables.h"
-#include "launcher/pod_commands.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
 
@@ -328,7 +328,7 @@ int run_command_line(int argc, const char* const* argv) {
   }
   if (is_replay_command(argc, argv)) return run_replay_command_line(argc, argv);
   if (is_train_command(argc, argv)) return run_train_command_line(argc, argv);
-  if (launcher::is_pod_command(argc, argv)) return launcher::run_pod_command(argc, argv);
+  if (is_pod_command(argc, argv)) return run_pod_command(argc, argv);
   if (is_ps_command(argc, argv)) return run_ps_command_line(argc, argv);
   CommandLine command;
   int exit_code = 0;

@@ -12,10 +12,10 @@
 #include "common/files.h"
 #include "common/tunables.h"
 #include "job/topology.h"
+#include "net/socket.h"
 #include "ps/server.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::cli {
 namespace {
@@ -103,7 +103,7 @@ int run_ps_command_line(int argc, const char* const* argv) {
     options.port = port;
     if (!flags.timeout.empty()) options.timeout = parse_seconds("--timeout", flags.timeout);
     if (!flags.interface.empty() || options.host == "0.0.0.0") {
-      options.advertise_host = tcp::default_host_address(
+      options.advertise_host = net::default_host_address(
           flags.interface.empty() ? tunables().interface : flags.interface);
     }
   });

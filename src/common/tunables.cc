@@ -64,7 +64,7 @@ double parse_non_negative(const char* name, const char* text, double high) {
 }
 
 // A kernel congestion control's name (TCP_CA_NAME_MAX is 16 with the terminator) or "system".
-// Whether the kernel has it is known only when a socket asks (tcp::set_congestion_control).
+// Whether the kernel has it is known only when a socket asks (net::set_congestion_control).
 std::string parse_congestion(const char* text) {
   const std::string value = text;
   bool valid = !value.empty() && value.size() <= 15;

@@ -9,11 +9,11 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "net/handshake.h"
 #include "ringd/config.h"
 #include "ringd/error.h"
 #include "ringd/ibverbs.h"
 #include "ringd/inproc.h"
-#include "transport/tcp/handshake.h"
 #if RINGD_HAVE_MPI
 #include <mpi.h>
 
@@ -133,7 +133,7 @@ JobContext connect_job(const Topology& topology, const JobConnectOptions& option
           // MPI's bootstrap store carries an id rank 0 broadcast; a rendezvous address anyone
           // can reach needs the launcher's word on which job this is.
           const JobIdentity identity =
-              resolve_job_identity(topology, process_environment(), tcp::resolve_secret(secret));
+              resolve_job_identity(topology, process_environment(), net::resolve_secret(secret));
           tcp.job_id = identity.id;
           tcp.job_source = identity.source;
           warn_without_identity(topology, identity);

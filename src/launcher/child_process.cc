@@ -107,7 +107,7 @@ size_t signal_session(pid_t session, int signal_number, pid_t except = 0) {
   return members.size();
 }
 
-void make_pipe(tcp::Fd* read_end, tcp::Fd* write_end) {
+void make_pipe(net::Fd* read_end, net::Fd* write_end) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) RINGD_THROW(kIo, "pipe2: " << std::strerror(errno));
   read_end->reset(fds[0]);
@@ -183,13 +183,13 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
 
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->group_ = options.new_session;
-  tcp::Fd child_stdin, child_stdout, child_stderr;
+  net::Fd child_stdin, child_stdout, child_stderr;
   if (options.pipe_stdio) {
     make_pipe(&child_stdin, &child->stdin_);
     make_pipe(&child->stdout_, &child_stdout);
     make_pipe(&child->stderr_, &child_stderr);
   }
-  tcp::Fd error_read, error_write;
+  net::Fd error_read, error_write;
   make_pipe(&error_read, &error_write);
   make_pipe(&child->exit_read_, &child->exit_write_);
 
@@ -213,7 +213,7 @@ std::unique_ptr<ChildProcess> ChildProcess::spawn(const SpawnOptions& options) {
   child_stdout.reset();
   child_stderr.reset();
   for (int fd : {child->stdin_.get(), child->stdout_.get(), child->stderr_.get()}) {
-    if (fd >= 0) tcp::set_nonblocking(fd);
+    if (fd >= 0) net::set_nonblocking(fd);
   }
   // The reaper starts before we look at exec's outcome, so a failed exec is reaped too.
   ChildProcess* raw = child.get();

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher {
 
@@ -75,11 +75,11 @@ class ChildProcess {
 
   pid_t pid_ = -1;
   bool group_ = false;
-  tcp::Fd stdin_;
-  tcp::Fd stdout_;
-  tcp::Fd stderr_;
-  tcp::Fd exit_read_;
-  tcp::Fd exit_write_;
+  net::Fd stdin_;
+  net::Fd stdout_;
+  net::Fd stderr_;
+  net::Fd exit_read_;
+  net::Fd exit_write_;
   std::atomic<bool> exited_{false};
   std::atomic<int> status_{0};
   std::thread reaper_;

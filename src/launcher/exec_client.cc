@@ -19,14 +19,14 @@ using exec::MessageType;
 
 constexpr std::chrono::seconds kFrameTimeout{30};
 
-tcp::Deadline after(std::chrono::milliseconds duration) { return tcp::Clock::now() + duration; }
+net::Deadline after(std::chrono::milliseconds duration) { return net::Clock::now() + duration; }
 
 std::string agent_name(const std::string& host, uint16_t port) {
   return "agent " + host + ":" + std::to_string(port);
 }
 
 // Connects and authenticates; throws naming the agent.
-tcp::Fd connect_agent(const std::string& host, uint16_t port, const std::string& secret,
+net::Fd connect_agent(const std::string& host, uint16_t port, const std::string& secret,
                       std::chrono::milliseconds timeout, exec::SessionKeys* keys) {
   const std::string peer = agent_name(host, port);
   if (secret.empty()) {
@@ -44,15 +44,15 @@ tcp::Fd connect_agent(const std::string& host, uint16_t port, const std::string&
     RINGD_THROW(kIo, host << " does not resolve (a pod's DNS name appears once its pod exists; "
                              "the headless Service needs publishNotReadyAddresses: true)");
   }
-  const tcp::Deadline deadline = after(timeout);
+  const net::Deadline deadline = after(timeout);
   int error = 0;
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{host, port}, {}, deadline, &error);
+  net::Fd fd = net::connect_to(net::Endpoint{host, port}, {}, deadline, &error);
   if (!fd.valid()) {
     if (error == ETIMEDOUT) RINGD_THROW(kTimeout, "connecting to " << peer << ": timed out");
-    RINGD_THROW(kIo, "connecting to " << peer << ": " << tcp::errno_text(error)
+    RINGD_THROW(kIo, "connecting to " << peer << ": " << net::errno_text(error)
                                       << " (is `ringd agent` running there?)");
   }
-  tcp::set_nodelay(fd.get());
+  net::set_nodelay(fd.get());
   *keys = exec::client_handshake(fd.get(), secret, peer, deadline);
   return fd;
 }
@@ -89,7 +89,7 @@ std::string ping_agent(const std::string& host, uint16_t port, const std::string
                        std::chrono::milliseconds timeout, std::string* name) {
   try {
     exec::SessionKeys keys;
-    tcp::Fd fd = connect_agent(host, port, secret, timeout, &keys);
+    net::Fd fd = connect_agent(host, port, secret, timeout, &keys);
     exec::Channel channel(fd.get(), keys, agent_name(host, port));
     channel.send(MessageType::kPing, "", after(timeout));
     MessageType type;
@@ -106,7 +106,7 @@ std::string ping_agent(const std::string& host, uint16_t port, const std::string
 
 int run_remote_command(const RemoteCommand& command) {
   exec::SessionKeys keys;
-  tcp::Fd fd =
+  net::Fd fd =
       connect_agent(command.host, command.port, command.secret, command.connect_timeout, &keys);
   const std::string peer = agent_name(command.host, command.port);
   exec::Channel channel(fd.get(), keys, peer);

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher {
 

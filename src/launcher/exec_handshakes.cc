@@ -12,10 +12,10 @@
 namespace ringd::launcher {
 
 struct PendingHandshakes::Entry {
-  tcp::Fd fd;
+  net::Fd fd;
   std::string caller;
   std::string source;  // the address without the port
-  tcp::Deadline deadline;
+  net::Deadline deadline;
   std::unique_ptr<exec::ServerHandshake> handshake;  // null: a refusal being delivered
   uint8_t input[exec::kFrameHeaderBytes + 16] = {};
   size_t have = 0;
@@ -57,12 +57,12 @@ PendingHandshakes::PendingHandshakes(const std::string& secret, HandshakeLimits 
 
 PendingHandshakes::~PendingHandshakes() = default;
 
-void PendingHandshakes::add(tcp::Fd fd, std::vector<DroppedHandshake>* dropped) {
+void PendingHandshakes::add(net::Fd fd, std::vector<DroppedHandshake>* dropped) {
   auto entry = std::make_unique<Entry>();
-  const std::string address = tcp::remote_address(fd.get());
+  const std::string address = net::remote_address(fd.get());
   entry->caller = "exec caller " + address;
   entry->source = address.substr(0, address.rfind(':'));
-  entry->deadline = tcp::Clock::now() + limits_.timeout;
+  entry->deadline = net::Clock::now() + limits_.timeout;
   entry->handshake = std::make_unique<exec::ServerHandshake>(secret_, entry->caller);
   entry->fd = std::move(fd);
 
@@ -100,7 +100,7 @@ void PendingHandshakes::refuse(Authenticated connection, const std::string& reas
   entry->output = channel.encode(exec::MessageType::kRefused, reason);
   entry->caller = std::move(connection.caller);
   entry->source = "(authenticated)";
-  entry->deadline = tcp::Clock::now() + limits_.timeout;
+  entry->deadline = net::Clock::now() + limits_.timeout;
   entry->fd = std::move(connection.fd);
   flush(entry->fd.get(), &entry->output);
   entries_.push_back(std::move(entry));
@@ -121,15 +121,15 @@ void PendingHandshakes::append_pollfds(std::vector<pollfd>* fds) const {
 
 int PendingHandshakes::timeout_ms() const {
   if (entries_.empty()) return -1;
-  tcp::Deadline nearest = entries_.front()->deadline;
+  net::Deadline nearest = entries_.front()->deadline;
   for (const auto& entry : entries_) nearest = std::min(nearest, entry->deadline);
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(nearest - tcp::Clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(nearest - net::Clock::now());
   return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
 void PendingHandshakes::advance(const pollfd* fds, std::vector<Authenticated>* done,
                                 std::vector<DroppedHandshake>* dropped) {
-  const tcp::Deadline now = tcp::Clock::now();
+  const net::Deadline now = net::Clock::now();
   std::vector<std::unique_ptr<Entry>> kept;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry* entry = entries_[i].get();

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "launcher/exec_protocol.h"
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher {
 
@@ -34,10 +34,10 @@ struct HandshakeLimits {
 
 // A caller that proved the secret; its first message is due by `deadline`.
 struct Authenticated {
-  tcp::Fd fd;
+  net::Fd fd;
   std::string caller;  // "exec caller ADDRESS:PORT"
   exec::SessionKeys keys;
-  tcp::Deadline deadline;
+  net::Deadline deadline;
 };
 
 // A connection the table gave up on.
@@ -56,7 +56,7 @@ class PendingHandshakes {
   PendingHandshakes& operator=(const PendingHandshakes&) = delete;
 
   // A connection just accepted; what it pushed out goes to `dropped`.
-  void add(tcp::Fd fd, std::vector<DroppedHandshake>* dropped);
+  void add(net::Fd fd, std::vector<DroppedHandshake>* dropped);
   // Sends `reason` (kRefused) to an authenticated caller, then closes once its first frame is read.
   void refuse(Authenticated connection, const std::string& reason);
 

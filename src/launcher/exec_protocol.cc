@@ -16,25 +16,25 @@ constexpr uint8_t kStatusWrongSecret = 1;
 void send_or_throw(int fd, const void* data, size_t bytes, const std::string& peer,
                    const char* what, Deadline deadline) {
   int error = 0;
-  const tcp::IoStatus status = tcp::send_all(fd, data, bytes, deadline, &error);
-  if (status == tcp::IoStatus::kOk) return;
-  if (status == tcp::IoStatus::kTimeout) {
+  const net::IoStatus status = net::send_all(fd, data, bytes, deadline, &error);
+  if (status == net::IoStatus::kOk) return;
+  if (status == net::IoStatus::kTimeout) {
     RINGD_THROW(kTimeout, "sending " << what << " to " << peer << ": timed out");
   }
   RINGD_THROW(kPeerLost,
-              "sending " << what << " to " << peer << ": " << tcp::io_status_text(status, error));
+              "sending " << what << " to " << peer << ": " << net::io_status_text(status, error));
 }
 
 void receive_or_throw(int fd, void* data, size_t bytes, const std::string& peer, const char* what,
                       Deadline deadline) {
   int error = 0;
-  const tcp::IoStatus status = tcp::recv_exact(fd, data, bytes, deadline, &error);
-  if (status == tcp::IoStatus::kOk) return;
-  if (status == tcp::IoStatus::kTimeout) {
+  const net::IoStatus status = net::recv_exact(fd, data, bytes, deadline, &error);
+  if (status == net::IoStatus::kOk) return;
+  if (status == net::IoStatus::kTimeout) {
     RINGD_THROW(kTimeout, "waiting for " << what << " from " << peer << ": timed out");
   }
   RINGD_THROW(kPeerLost, "waiting for " << what << " from " << peer << ": "
-                                        << tcp::io_status_text(status, error));
+                                        << net::io_status_text(status, error));
 }
 
 void put_header(uint8_t* out) {
@@ -71,7 +71,7 @@ SessionKeys client_handshake(int fd, const std::string& secret, const std::strin
                              Deadline deadline) {
   uint8_t hello[kHelloBytes];
   put_header(hello);
-  tcp::random_bytes(hello + 8, kNonceBytes);
+  net::random_bytes(hello + 8, kNonceBytes);
   send_or_throw(fd, hello, sizeof(hello), peer, "the exec handshake", deadline);
 
   uint8_t challenge[kChallengeBytes];
@@ -86,7 +86,7 @@ SessionKeys client_handshake(int fd, const std::string& secret, const std::strin
     // A proof that cannot be right, so the agent records (and logs) the mismatch too instead of
     // seeing a connection that merely closed.
     const uint8_t no_proof[32] = {};
-    tcp::send_immediately(fd, no_proof, sizeof(no_proof));
+    net::send_immediately(fd, no_proof, sizeof(no_proof));
     RINGD_THROW(kAuth, peer << " does not know this job's secret (its proof is wrong): give "
                                "every pod the same RINGD_JOB_SECRET / RINGD_JOB_SECRET_FILE");
   }
@@ -127,7 +127,7 @@ void ServerHandshake::consume(const uint8_t* data, std::string* reply) {
     step_ = Step::kNonce;
   } else if (step_ == Step::kNonce) {
     std::memcpy(client_nonce_, data, kNonceBytes);
-    tcp::random_bytes(server_nonce_, kNonceBytes);
+    net::random_bytes(server_nonce_, kNonceBytes);
     const Sha256Digest proof = derive(secret_, "ringd exec agent", client_nonce_, server_nonce_);
     append(server_nonce_, kNonceBytes);
     append(proof.data(), proof.size());
@@ -157,7 +157,7 @@ SessionKeys server_handshake(int fd, const std::string& secret, const std::strin
       handshake.consume(input, &reply);
     } catch (const Error&) {
       // Best effort: a client that already found our proof wrong has gone away.
-      tcp::send_immediately(fd, reply.data(), reply.size());
+      net::send_immediately(fd, reply.data(), reply.size());
       throw;
     }
     send_or_throw(fd, reply.data(), reply.size(), peer, "the exec handshake's reply", deadline);
@@ -193,13 +193,13 @@ bool Channel::receive(MessageType* type, std::string* payload, Deadline deadline
   uint8_t header[kFrameHeaderBytes];
   int error = 0;
   // The first byte alone: a close here is the end of the conversation, not a failure.
-  const tcp::IoStatus first = tcp::recv_exact(fd_, header, 1, deadline, &error);
-  if (first == tcp::IoStatus::kClosed) return false;
-  if (first != tcp::IoStatus::kOk) {
-    if (first == tcp::IoStatus::kTimeout) {
+  const net::IoStatus first = net::recv_exact(fd_, header, 1, deadline, &error);
+  if (first == net::IoStatus::kClosed) return false;
+  if (first != net::IoStatus::kOk) {
+    if (first == net::IoStatus::kTimeout) {
       RINGD_THROW(kTimeout, "waiting for an exec message from " << peer_ << ": timed out");
     }
-    RINGD_THROW(kPeerLost, "reading from " << peer_ << ": " << tcp::io_status_text(first, error));
+    RINGD_THROW(kPeerLost, "reading from " << peer_ << ": " << net::io_status_text(first, error));
   }
   receive_or_throw(fd_, header + 1, sizeof(header) - 1, peer_, "an exec message", deadline);
   uint32_t bytes = 0;

@@ -35,11 +35,11 @@
 #include <string_view>
 
 #include "common/sha256.h"
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher::exec {
 
-using tcp::Deadline;
+using net::Deadline;
 
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kNonceBytes = 16;

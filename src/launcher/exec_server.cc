@@ -30,7 +30,7 @@ constexpr size_t kMaxPendingStdin = 1 << 20;
 // How long one frame may take to arrive once its first byte did.
 constexpr std::chrono::seconds kFrameTimeout{30};
 
-tcp::Deadline after(std::chrono::milliseconds duration) { return tcp::Clock::now() + duration; }
+net::Deadline after(std::chrono::milliseconds duration) { return net::Clock::now() + duration; }
 
 // How long accepting pauses when accept() finds no file descriptor free (EMFILE, ENFILE).
 constexpr std::chrono::milliseconds kAcceptPause{100};
@@ -53,8 +53,8 @@ std::vector<std::string> child_environment(const ExecCommand& command) {
 
 void start_detached(std::function<void()> body) { std::thread(std::move(body)).detach(); }
 
-int remaining_ms(tcp::Deadline until) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - tcp::Clock::now());
+int remaining_ms(net::Deadline until) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - net::Clock::now());
   return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
@@ -99,8 +99,8 @@ ExecServer::ExecServer(ExecServerOptions options, job::EnvLookup env)
   }
   // A caller that vanishes while we write to it must not kill the agent.
   ::signal(SIGPIPE, SIG_IGN);
-  listener_ = tcp::listen_on(options_.bind_host, options_.port, {});
-  port_ = tcp::local_port(listener_.get());
+  listener_ = net::listen_on(options_.bind_host, options_.port, {});
+  port_ = net::local_port(listener_.get());
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) RINGD_THROW(kIo, "pipe2: " << std::strerror(errno));
   stop_read_.reset(fds[0]);
@@ -131,9 +131,9 @@ void ExecServer::accept_loop() {
   limits.max_per_source = options_.max_handshakes_per_source;
   limits.timeout = options_.handshake_timeout;
   PendingHandshakes pending(options_.secret, limits);
-  tcp::Deadline accept_paused_until{};
+  net::Deadline accept_paused_until{};
   while (true) {
-    const bool paused = tcp::Clock::now() < accept_paused_until;
+    const bool paused = net::Clock::now() < accept_paused_until;
     std::vector<pollfd> fds = {{stop_read_.get(), POLLIN, 0},
                                {paused ? -1 : listener_.get(), POLLIN, 0}};
     pending.append_pollfds(&fds);
@@ -152,7 +152,7 @@ void ExecServer::accept_loop() {
     std::vector<DroppedHandshake> dropped;
     pending.advance(fds.data() + 2, &done, &dropped);
     if ((fds[1].revents & POLLIN) && !accept_ready(&pending, &dropped)) {
-      accept_paused_until = tcp::Clock::now() + kAcceptPause;
+      accept_paused_until = net::Clock::now() + kAcceptPause;
     }
     report(dropped);
     for (Authenticated& connection : done) start_command(std::move(connection), &pending);
@@ -162,7 +162,7 @@ void ExecServer::accept_loop() {
 bool ExecServer::accept_ready(PendingHandshakes* pending, std::vector<DroppedHandshake>* dropped) {
   // A bounded batch, so that handshakes in progress keep moving during a flood.
   for (int i = 0; i < 64; ++i) {
-    tcp::Fd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    net::Fd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!connection.valid()) {
       const int error = errno;
       if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED) {
@@ -186,7 +186,7 @@ bool ExecServer::accept_ready(PendingHandshakes* pending, std::vector<DroppedHan
                        << stats_.accept_failures.load() << " failed accept(s) so far)";
       accept_failing_ = false;
     }
-    tcp::set_nodelay(connection.get());
+    net::set_nodelay(connection.get());
     ++stats_.connections;
     pending->add(std::move(connection), dropped);
   }
@@ -202,20 +202,20 @@ void ExecServer::report(const std::vector<DroppedHandshake>& dropped) {
       continue;
     }
     ++stats_.handshakes_dropped;
-    if (tcp::Clock::now() < quiet_logged_at_ + kQuietLogInterval) {
+    if (net::Clock::now() < quiet_logged_at_ + kQuietLogInterval) {
       ++quiet_unlogged_;
       continue;
     }
-    quiet_logged_at_ = tcp::Clock::now();
+    quiet_logged_at_ = net::Clock::now();
     RINGD_LOG(kWarn) << "exec service " << options_.name << ": dropped " << drop.caller << ": "
                      << drop.reason;
   }
-  if (quiet_unlogged_ > 0 && tcp::Clock::now() >= quiet_logged_at_ + kQuietLogInterval) {
+  if (quiet_unlogged_ > 0 && net::Clock::now() >= quiet_logged_at_ + kQuietLogInterval) {
     RINGD_LOG(kWarn) << "exec service " << options_.name << ": dropped " << quiet_unlogged_
                      << " more connection(s) in their handshake in the last "
                      << kQuietLogInterval.count() << " s (silent, slow, closed or pushed out)";
     quiet_unlogged_ = 0;
-    quiet_logged_at_ = tcp::Clock::now();
+    quiet_logged_at_ = net::Clock::now();
   }
 }
 
@@ -262,7 +262,7 @@ void ExecServer::start_command(Authenticated connection, PendingHandshakes* pend
 }
 
 void ExecServer::serve(Authenticated authenticated) {
-  const tcp::Fd connection = std::move(authenticated.fd);
+  const net::Fd connection = std::move(authenticated.fd);
   const std::string& caller = authenticated.caller;
   exec::Channel channel(connection.get(), authenticated.keys, caller);
   MessageType type;

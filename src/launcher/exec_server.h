@@ -32,7 +32,7 @@
 
 #include "job/topology.h"
 #include "launcher/exec_handshakes.h"
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher {
 
@@ -91,10 +91,10 @@ class ExecServer {
   ExecServerOptions options_;
   job::EnvLookup env_;
   std::string search_path_;
-  tcp::Fd listener_;
+  net::Fd listener_;
   uint16_t port_ = 0;
-  tcp::Fd stop_read_;
-  tcp::Fd stop_write_;
+  net::Fd stop_read_;
+  net::Fd stop_write_;
   ExecServerStats stats_;
   std::thread acceptor_;
   std::mutex mutex_;
@@ -102,7 +102,7 @@ class ExecServer {
   size_t active_connections_ = 0;  // guarded by mutex_
   bool stopped_ = false;           // guarded by mutex_
   // Quiet handshake drops are logged one per kQuietLogInterval, the rest summed (acceptor only).
-  tcp::Deadline quiet_logged_at_{};
+  net::Deadline quiet_logged_at_{};
   uint64_t quiet_unlogged_ = 0;
   bool accept_failing_ = false;  // acceptor only: accept() failed and has not succeeded since
 };

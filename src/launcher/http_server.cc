@@ -51,8 +51,8 @@ std::string render(const HttpResponse& response) {
 
 // One client: reading its request, then writing the reply; closed when done or at its deadline.
 struct HttpServer::Client {
-  tcp::Fd fd;
-  tcp::Deadline deadline;
+  net::Fd fd;
+  net::Deadline deadline;
   std::string request;  // at most kMaxRequestBytes (+ one read)
   std::string reply;    // empty while reading
   size_t sent = 0;
@@ -70,8 +70,8 @@ std::string parse_get_path(const std::string& request) {
 
 HttpServer::HttpServer(const std::string& bind_host, uint16_t port, Handler handler)
     : handler_(std::move(handler)) {
-  listener_ = tcp::listen_on(bind_host, port, {});
-  port_ = tcp::local_port(listener_.get());
+  listener_ = net::listen_on(bind_host, port, {});
+  port_ = net::local_port(listener_.get());
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) RINGD_THROW(kIo, "pipe2: " << std::strerror(errno));
   stop_read_.reset(fds[0]);
@@ -89,26 +89,26 @@ HttpServer::~HttpServer() {
 void HttpServer::loop() {
   std::vector<Client> clients;
   std::vector<pollfd> fds;
-  tcp::Deadline accept_paused_until{};
+  net::Deadline accept_paused_until{};
   bool accept_failing = false;  // logged once per episode
   while (true) {
-    const tcp::Deadline now = tcp::Clock::now();
+    const net::Deadline now = net::Clock::now();
     const bool accepting = now >= accept_paused_until;
     fds.assign({{stop_read_.get(), POLLIN, 0}, {accepting ? listener_.get() : -1, POLLIN, 0}});
-    tcp::Deadline wake = accepting ? tcp::Deadline::max() : accept_paused_until;
+    net::Deadline wake = accepting ? net::Deadline::max() : accept_paused_until;
     for (const Client& client : clients) {
       fds.push_back(
           {client.fd.get(), static_cast<short>(client.reply.empty() ? POLLIN : POLLOUT), 0});
       wake = std::min(wake, client.deadline);
     }
     const int timeout_ms =
-        wake == tcp::Deadline::max() ? -1 : static_cast<int>(tcp::remaining_ms(wake) + 1);
+        wake == net::Deadline::max() ? -1 : static_cast<int>(net::remaining_ms(wake) + 1);
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return;
     if (fds[0].revents) return;
     for (size_t i = 0; i < clients.size(); ++i) {
       if (fds[i + 2].revents) serve(clients[i]);
     }
-    const tcp::Deadline after = tcp::Clock::now();
+    const net::Deadline after = net::Clock::now();
     clients.erase(std::remove_if(clients.begin(), clients.end(),
                                  [after](const Client& client) {
                                    return client.done || after >= client.deadline;
@@ -116,7 +116,7 @@ void HttpServer::loop() {
                   clients.end());
     if (!(fds[1].revents & POLLIN)) continue;
     for (size_t accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
-      tcp::Fd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      net::Fd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
       if (!socket.valid()) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           if (!accept_failing) {
@@ -125,7 +125,7 @@ void HttpServer::loop() {
                              << " ms";
           }
           accept_failing = true;
-          accept_paused_until = tcp::Clock::now() + kAcceptPause;
+          accept_paused_until = net::Clock::now() + kAcceptPause;
         }
         break;  // EAGAIN: none left; ECONNABORTED, EINTR, ...: the next wake-up
       }
@@ -140,7 +140,7 @@ void HttpServer::loop() {
       }
       Client client;
       client.fd = std::move(socket);
-      client.deadline = tcp::Clock::now() + kClientDeadline;
+      client.deadline = net::Clock::now() + kClientDeadline;
       clients.push_back(std::move(client));
     }
   }

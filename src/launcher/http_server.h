@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher {
 
@@ -46,10 +46,10 @@ class HttpServer {
   void serve(Client& client);  // reads, answers, writes what the socket takes
 
   Handler handler_;
-  tcp::Fd listener_;
+  net::Fd listener_;
   uint16_t port_ = 0;
-  tcp::Fd stop_read_;
-  tcp::Fd stop_write_;
+  net::Fd stop_read_;
+  net::Fd stop_write_;
   std::thread thread_;
 };
 

@@ -21,7 +21,7 @@ BlockedSignals::BlockedSignals(std::initializer_list<int> signals) {
   sigemptyset(&signals_);
   for (const int number : signals) sigaddset(&signals_, number);
   ::sigprocmask(SIG_BLOCK, &signals_, nullptr);
-  fd_ = tcp::Fd(::signalfd(-1, &signals_, SFD_CLOEXEC | SFD_NONBLOCK));
+  fd_ = net::Fd(::signalfd(-1, &signals_, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!fd_.valid()) {
     const int error = errno;
     ::sigprocmask(SIG_UNBLOCK, &signals_, nullptr);

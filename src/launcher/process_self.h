@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 namespace ringd::launcher {
 
@@ -31,7 +31,7 @@ class BlockedSignals {
 
  private:
   sigset_t signals_{};
-  tcp::Fd fd_;
+  net::Fd fd_;
 };
 
 }  // namespace ringd::launcher

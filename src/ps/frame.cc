@@ -23,17 +23,17 @@ uint32_t read_u32(const uint8_t* bytes) {
 
 }  // namespace
 
-Connection::Connection(tcp::Fd socket, std::string peer, std::chrono::milliseconds timeout)
+Connection::Connection(net::Fd socket, std::string peer, std::chrono::milliseconds timeout)
     : socket_(std::move(socket)), peer_(std::move(peer)), timeout_(timeout) {}
 
-void Connection::fail(tcp::IoStatus status, int error, const std::string& what) {
+void Connection::fail(net::IoStatus status, int error, const std::string& what) {
   socket_.reset();  // out of step now: nothing more can be read or written on it
-  if (status == tcp::IoStatus::kTimeout) {
+  if (status == net::IoStatus::kTimeout) {
     RINGD_THROW(kTimeout, peer_ << " did not answer within " << timeout_.count() << " ms during "
                                 << what << " (RINGD_TIMEOUT; is it alive and reachable?)");
   }
   RINGD_THROW(kPeerLost, "lost the connection to " << peer_ << " during " << what << ": "
-                                                   << tcp::io_status_text(status, error));
+                                                   << net::io_status_text(status, error));
 }
 
 void Connection::check_readable(const std::string& what) const {
@@ -65,7 +65,7 @@ std::vector<uint8_t> encode_frame(ps::Header header, uint64_t payload_bytes) {
 bool Connection::send_if_room(const ps::Header& header) {
   if (!socket_.valid()) return false;
   const std::vector<uint8_t> message = encode_frame(header, 0);
-  return tcp::send_immediately(socket_.get(), message.data(), message.size());
+  return net::send_immediately(socket_.get(), message.data(), message.size());
 }
 
 void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
@@ -74,17 +74,17 @@ void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
   uint64_t payload = 0;
   for (const PayloadPart& part : parts) payload += part.bytes;
   const std::vector<uint8_t> message = encode_frame(std::move(header), payload);
-  const tcp::Deadline deadline = tcp::Clock::now() + timeout_;
+  const net::Deadline deadline = net::Clock::now() + timeout_;
   int error = 0;
-  tcp::IoStatus status =
-      tcp::send_all(socket_.get(), message.data(), message.size(), deadline, &error);
-  for (size_t part = 0; status == tcp::IoStatus::kOk && part < parts.size(); ++part) {
+  net::IoStatus status =
+      net::send_all(socket_.get(), message.data(), message.size(), deadline, &error);
+  for (size_t part = 0; status == net::IoStatus::kOk && part < parts.size(); ++part) {
     // The limit is on silence, not on the transfer's length: a 400 MB tensor to one of eight
     // workers behind one 1 Gbit/s port takes half a minute, every moment of it making progress.
     status =
-        tcp::send_all_idle(socket_.get(), parts[part].data, parts[part].bytes, timeout_, &error);
+        net::send_all_idle(socket_.get(), parts[part].data, parts[part].bytes, timeout_, &error);
   }
-  if (status == tcp::IoStatus::kClosed) {
+  if (status == net::IoStatus::kClosed) {
     int code = 0;
     const std::string reason = error_left_by_peer(&code);
     if (!reason.empty()) {
@@ -92,7 +92,7 @@ void Connection::send(ps::Header header, const std::vector<PayloadPart>& parts,
       throw_remote_error(peer_, static_cast<uint32_t>(code), reason);
     }
   }
-  if (status != tcp::IoStatus::kOk) fail(status, error, what);
+  if (status != net::IoStatus::kOk) fail(status, error, what);
 }
 
 bool Connection::receive_header(ps::Header* header, bool wait_forever, int stop_fd, bool* closed,
@@ -100,18 +100,18 @@ bool Connection::receive_header(ps::Header* header, bool wait_forever, int stop_
   if (closed) *closed = false;
   check_readable(what);
   if (pending_payload_ > 0) skip_payload(pending_payload_, what);
-  const tcp::Deadline deadline = tcp::Clock::now() + timeout_;
+  const net::Deadline deadline = net::Clock::now() + timeout_;
   // Sleep until the first byte (or a hang-up) arrives, or stop_fd is signalled.
   for (;;) {
     pollfd entries[2] = {{socket_.get(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
     const int count = stop_fd >= 0 ? 2 : 1;
     const int wait_ms =
         wait_forever ? -1
-                     : static_cast<int>(std::min<int64_t>(tcp::remaining_ms(deadline), 1 << 30));
-    if (!wait_forever && wait_ms <= 0) fail(tcp::IoStatus::kTimeout, 0, what);
+                     : static_cast<int>(std::min<int64_t>(net::remaining_ms(deadline), 1 << 30));
+    if (!wait_forever && wait_ms <= 0) fail(net::IoStatus::kTimeout, 0, what);
     const int ready = ::poll(entries, count, wait_ms);
     if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) fail(tcp::IoStatus::kError, errno, what);
+    if (ready < 0) fail(net::IoStatus::kError, errno, what);
     if (count == 2 && entries[1].revents != 0) return false;
     if (ready > 0) break;
   }
@@ -126,19 +126,19 @@ bool Connection::receive_header(ps::Header* header, bool wait_forever, int stop_
     return false;
   }
   if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-    fail(errno == ECONNRESET ? tcp::IoStatus::kClosed : tcp::IoStatus::kError, errno, what);
+    fail(errno == ECONNRESET ? net::IoStatus::kClosed : net::IoStatus::kError, errno, what);
   }
-  if (got == 0) fail(tcp::IoStatus::kClosed, 0, what);
+  if (got == 0) fail(net::IoStatus::kClosed, 0, what);
   const size_t have = got > 0 ? static_cast<size_t>(got) : 0;
   int error = 0;
-  tcp::IoStatus status = tcp::recv_exact(socket_.get(), prefix + have, sizeof(prefix) - have,
-                                         tcp::Clock::now() + timeout_, &error);
-  if (status == tcp::IoStatus::kClosed) {
+  net::IoStatus status = net::recv_exact(socket_.get(), prefix + have, sizeof(prefix) - have,
+                                         net::Clock::now() + timeout_, &error);
+  if (status == net::IoStatus::kClosed) {
     broken_ = true;
     RINGD_THROW(kProtocol, peer_ << " sent a truncated message during " << what
                                  << " (the connection closed inside a frame header)");
   }
-  if (status != tcp::IoStatus::kOk) fail(status, error, what);
+  if (status != net::IoStatus::kOk) fail(status, error, what);
   if (std::memcmp(prefix, kFrameMagic, 4) != 0) {
     broken_ = true;
     RINGD_THROW(kProtocol, peer_ << " sent something that is not a ringd parameter-server message "
@@ -158,14 +158,14 @@ bool Connection::receive_header(ps::Header* header, bool wait_forever, int stop_
                                  << header_bytes << " bytes, limit " << kMaxHeaderBytes << ")");
   }
   std::string encoded(header_bytes, '\0');
-  status = tcp::recv_exact(socket_.get(), encoded.data(), encoded.size(),
-                           tcp::Clock::now() + timeout_, &error);
-  if (status == tcp::IoStatus::kClosed) {
+  status = net::recv_exact(socket_.get(), encoded.data(), encoded.size(),
+                           net::Clock::now() + timeout_, &error);
+  if (status == net::IoStatus::kClosed) {
     broken_ = true;
     RINGD_THROW(kProtocol, peer_ << " sent a truncated message during " << what << " (closed after "
                                  << "the prefix, before the " << header_bytes << "-byte header)");
   }
-  if (status != tcp::IoStatus::kOk) fail(status, error, what);
+  if (status != net::IoStatus::kOk) fail(status, error, what);
   if (!header->ParseFromString(encoded)) {
     broken_ = true;
     RINGD_THROW(kProtocol, peer_ << " sent an undecodable message header during " << what);
@@ -187,15 +187,15 @@ void Connection::receive_payload(void* into, size_t bytes, const std::string& wh
   check_readable(what);
   if (bytes > pending_payload_) expect_payload(bytes, what);
   int error = 0;
-  const tcp::IoStatus status =
-      tcp::recv_exact_idle(socket_.get(), into, bytes, timeout_, &error);  // silence, as in send
-  if (status == tcp::IoStatus::kClosed) {
+  const net::IoStatus status =
+      net::recv_exact_idle(socket_.get(), into, bytes, timeout_, &error);  // silence, as in send
+  if (status == net::IoStatus::kClosed) {
     broken_ = true;
     RINGD_THROW(kProtocol, peer_ << " sent a truncated message during " << what
                                  << " (the connection closed inside a " << bytes
                                  << "-byte payload)");
   }
-  if (status != tcp::IoStatus::kOk) fail(status, error, what);
+  if (status != net::IoStatus::kOk) fail(status, error, what);
   pending_payload_ -= bytes;
 }
 
@@ -212,18 +212,18 @@ void Connection::skip_payload(size_t bytes, const std::string& what) {
 std::string Connection::error_left_by_peer(int* code) {
   // The peer may have written an ERROR and closed before our send failed: it is in our receive
   // buffer. Give it a moment to arrive; anything that is not a whole ERROR frame is ignored.
-  const tcp::Deadline deadline = tcp::Clock::now() + std::chrono::milliseconds(1000);
+  const net::Deadline deadline = net::Clock::now() + std::chrono::milliseconds(1000);
   uint8_t prefix[kFramePrefixBytes];
   int error = 0;
-  if (tcp::recv_exact(socket_.get(), prefix, sizeof(prefix), deadline, &error) !=
-          tcp::IoStatus::kOk ||
+  if (net::recv_exact(socket_.get(), prefix, sizeof(prefix), deadline, &error) !=
+          net::IoStatus::kOk ||
       std::memcmp(prefix, kFrameMagic, 4) != 0 || read_u32(prefix + 8) > kMaxHeaderBytes) {
     return "";
   }
   std::string encoded(read_u32(prefix + 8), '\0');
   ps::Header header;
-  if (tcp::recv_exact(socket_.get(), encoded.data(), encoded.size(), deadline, &error) !=
-          tcp::IoStatus::kOk ||
+  if (net::recv_exact(socket_.get(), encoded.data(), encoded.size(), deadline, &error) !=
+          net::IoStatus::kOk ||
       !header.ParseFromString(encoded) || header.type() != ps::ERROR) {
     return "";
   }

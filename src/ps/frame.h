@@ -1,5 +1,5 @@
 // One connection of the parameter-server protocol, worker <-> server, after the job-secret
-// handshake (transport/tcp/handshake.h, PeerKind::kPsWorker). Every message is one frame:
+// handshake (net/handshake.h, PeerKind::kPsWorker). Every message is one frame:
 //
 //   0        4          8              12         16
 //   +--------+----------+--------------+----------+-------------------+---------------------
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "net/socket.h"
 #include "proto/ps.pb.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::ps {
 
@@ -40,7 +40,7 @@ struct PayloadPart {
 class Connection {
  public:
   // `peer` names the other side in every error ("parameter server 1 (10.0.0.2:7000)").
-  Connection(tcp::Fd socket, std::string peer, std::chrono::milliseconds timeout);
+  Connection(net::Fd socket, std::string peer, std::chrono::milliseconds timeout);
 
   const std::string& peer() const { return peer_; }
   int fd() const { return socket_.get(); }
@@ -71,12 +71,12 @@ class Connection {
   void skip_payload(size_t bytes, const std::string& what);
 
  private:
-  [[noreturn]] void fail(tcp::IoStatus status, int error, const std::string& what);
+  [[noreturn]] void fail(net::IoStatus status, int error, const std::string& what);
   void check_readable(const std::string& what) const;
   // After a failed send: an ERROR frame the peer sent before closing (it says why), or "".
   std::string error_left_by_peer(int* code);
 
-  tcp::Fd socket_;
+  net::Fd socket_;
   std::string peer_;
   std::chrono::milliseconds timeout_;
   uint64_t pending_payload_ = 0;  // announced by the last header, not yet read

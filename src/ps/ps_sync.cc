@@ -4,10 +4,10 @@
 #include <exception>
 
 #include "common/tunables.h"
+#include "net/handshake.h"
 #include "ps/frame.h"
 #include "ps/server_link.h"
 #include "ringd/error.h"
-#include "transport/tcp/handshake.h"
 
 namespace ringd::ps {
 
@@ -18,7 +18,7 @@ PsSync::PsSync(PsSyncOptions options) : options_(std::move(options)) {
   RINGD_CHECK_ARG(options_.workers >= 1 && options_.rank >= 0 && options_.rank < options_.workers,
                   "parameter-server worker: rank " << options_.rank << " of " << options_.workers);
   if (options_.timeout.count() <= 0) options_.timeout = tunables().timeout;
-  options_.secret = tcp::resolve_secret(options_.secret);
+  options_.secret = net::resolve_secret(options_.secret);
 }
 
 PsSync::~PsSync() {

@@ -15,23 +15,23 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "net/acceptor.h"
+#include "net/handshake.h"
+#include "net/io_loop.h"
 #include "ps/frame.h"
 #include "ps/shard_store.h"
 #include "ringd/error.h"
-#include "transport/tcp/acceptor.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/io_loop.h"
 
 namespace ringd::ps {
 
 struct ParameterServer::Impl {
   explicit Impl(std::string server_name) : name(server_name), store(std::move(server_name)) {}
 
-  void serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t id);
+  void serve(net::Fd socket, net::HelloInfo hello, uint64_t id);
   void handle(Connection& connection, const Header& header, int* rank);
   // The acceptor's callbacks: the connection cap, then a thread for each admitted connection.
-  std::string admit(const tcp::HelloInfo& hello);
-  void start_connection(tcp::Fd socket, const tcp::HelloInfo& hello);
+  std::string admit(const net::HelloInfo& hello);
+  void start_connection(net::Fd socket, const net::HelloInfo& hello);
   // Joins the threads whose connection has ended.
   void reap_ended();
   std::string over_the_cap() const;  // the refusal's reason
@@ -42,9 +42,9 @@ struct ParameterServer::Impl {
   std::chrono::milliseconds timeout{0};
   size_t max_connections = 0;
   ShardStore store;
-  tcp::Fd stop_event;
-  std::unique_ptr<tcp::IoLoop> loop;
-  std::shared_ptr<tcp::Acceptor> acceptor;
+  net::Fd stop_event;
+  std::unique_ptr<net::IoLoop> loop;
+  std::shared_ptr<net::Acceptor> acceptor;
 
   std::mutex mutex;
   bool stopping = false;             // guarded by mutex
@@ -163,8 +163,8 @@ void ParameterServer::Impl::handle(Connection& connection, const Header& header,
   }
 }
 
-void ParameterServer::Impl::serve(tcp::Fd socket, tcp::HelloInfo hello, uint64_t id) {
-  const std::string from = tcp::remote_address(socket.get());
+void ParameterServer::Impl::serve(net::Fd socket, net::HelloInfo hello, uint64_t id) {
+  const std::string from = net::remote_address(socket.get());
   Connection connection(std::move(socket),
                         "worker " + std::to_string(hello.rank) + " (" + from + ")", timeout);
   int rank = -1;
@@ -237,8 +237,8 @@ std::string ParameterServer::Impl::over_the_cap() const {
          "needs more servers";
 }
 
-std::string ParameterServer::Impl::admit(const tcp::HelloInfo& hello) {
-  if (hello.kind != tcp::PeerKind::kPsWorker) return "this port serves a ringd parameter server";
+std::string ParameterServer::Impl::admit(const net::HelloInfo& hello) {
+  if (hello.kind != net::PeerKind::kPsWorker) return "this port serves a ringd parameter server";
   std::lock_guard<std::mutex> lock(mutex);
   return live.size() >= max_connections ? over_the_cap() : "";
 }
@@ -252,7 +252,7 @@ void ParameterServer::Impl::reap_ended() {
   for (std::thread& thread : done) thread.join();  // each is returning, or has returned
 }
 
-void ParameterServer::Impl::start_connection(tcp::Fd socket, const tcp::HelloInfo& hello) {
+void ParameterServer::Impl::start_connection(net::Fd socket, const net::HelloInfo& hello) {
   reap_ended();
   std::string refusal;
   {
@@ -264,7 +264,7 @@ void ParameterServer::Impl::start_connection(tcp::Fd socket, const tcp::HelloInf
       const uint64_t id = next_id++;
       const int fd = socket.get();
       try {
-        std::thread thread([this, id, hello, fd] { serve(tcp::Fd(fd), hello, id); });
+        std::thread thread([this, id, hello, fd] { serve(net::Fd(fd), hello, id); });
         socket.release();  // the thread owns it now
         live[id] = fd;
         threads.emplace(id, std::move(thread));
@@ -276,39 +276,39 @@ void ParameterServer::Impl::start_connection(tcp::Fd socket, const tcp::HelloInf
     }
   }
   const std::string peer =
-      "worker " + std::to_string(hello.rank) + " (" + tcp::remote_address(socket.get()) + ")";
+      "worker " + std::to_string(hello.rank) + " (" + net::remote_address(socket.get()) + ")";
   RINGD_LOG(kWarn) << name << ": " << peer << ": " << refusal;
   Connection connection(std::move(socket), peer, timeout);
   connection.send_if_room(error_header(static_cast<int>(ErrorCode::kUnavailable), refusal));
 }
 
 ParameterServer::ParameterServer(const ServerOptions& options) {
-  tcp::Fd listener = tcp::listen_on(options.host, options.port, tcp::data_socket_tuning());
-  const uint16_t port = tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on(options.host, options.port, net::data_socket_tuning());
+  const uint16_t port = net::local_port(listener.get());
   std::string host = options.advertise_host;
   if (host.empty()) {
     host = options.host == "0.0.0.0" || options.host.empty()
-               ? tcp::default_host_address(tunables().interface)
+               ? net::default_host_address(tunables().interface)
                : options.host;
   }
   impl_ = std::make_unique<Impl>("parameter server " + host + ":" + std::to_string(port));
   impl_->port = port;
   impl_->address = host + ":" + std::to_string(port);
   impl_->timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
-  impl_->stop_event = tcp::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  impl_->stop_event = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl_->stop_event.valid()) {
-    RINGD_THROW(kIo, impl_->name << ": eventfd failed: " << tcp::errno_text(errno));
+    RINGD_THROW(kIo, impl_->name << ": eventfd failed: " << net::errno_text(errno));
   }
-  impl_->loop = std::make_unique<tcp::IoLoop>(impl_->name);
+  impl_->loop = std::make_unique<net::IoLoop>(impl_->name);
   impl_->max_connections = std::max<size_t>(1, options.max_connections);
   Impl& server = *impl_;
-  tcp::Acceptor::Callbacks callbacks;
-  callbacks.admit = [&server](const tcp::HelloInfo& hello) { return server.admit(hello); };
-  callbacks.on_admitted = [&server](tcp::Fd socket, const tcp::HelloInfo& hello) {
+  net::Acceptor::Callbacks callbacks;
+  callbacks.admit = [&server](const net::HelloInfo& hello) { return server.admit(hello); };
+  callbacks.on_admitted = [&server](net::Fd socket, const net::HelloInfo& hello) {
     server.start_connection(std::move(socket), hello);
   };
-  impl_->acceptor = std::make_shared<tcp::Acceptor>(*impl_->loop, std::move(listener),
-                                                    tcp::resolve_secret(options.secret), -1,
+  impl_->acceptor = std::make_shared<net::Acceptor>(*impl_->loop, std::move(listener),
+                                                    net::resolve_secret(options.secret), -1,
                                                     impl_->name, std::move(callbacks));
   impl_->acceptor->start(impl_->acceptor);
   RINGD_LOG(kInfo) << impl_->name << ": serving";

@@ -1,5 +1,5 @@
 // A parameter server: holds its shard of the variables (ShardStore) and serves workers over TCP.
-// One listening socket; the job-secret handshake runs in an I/O loop (transport/tcp/acceptor.h);
+// One listening socket; the job-secret handshake runs in an I/O loop (net/acceptor.h);
 // each admitted worker then gets a thread that blocks in poll() on its socket (and on a stop
 // eventfd) and answers its frames in order: REGISTER, INIT, PUSH, PULL, BYE. W workers x k servers
 // connections, all asleep while nothing arrives. At most max_connections threads at once; a thread

@@ -1,8 +1,8 @@
 #include "ps/server_link.h"
 
 #include "common/logging.h"
+#include "net/handshake.h"
 #include "ringd/error.h"
-#include "transport/tcp/handshake.h"
 
 namespace ringd::ps {
 namespace {
@@ -22,18 +22,18 @@ ServerLink::ServerLink(int server_index, const std::string& address, const std::
                        std::vector<size_t> owned, const std::string& secret,
                        std::chrono::milliseconds timeout)
     : name_(link_name(server_index, address)), params_(params), owned_(std::move(owned)) {
-  const tcp::Endpoint endpoint = tcp::parse_endpoint(address, "parameter server address");
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kPsWorker;
+  const net::Endpoint endpoint = net::parse_endpoint(address, "parameter server address");
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kPsWorker;
   hello.rank = job.worker_rank();
   hello.world_size = job.workers();
   const std::string self = "worker " + std::to_string(job.worker_rank());
   std::string last_error;
   int attempts = 0;
-  tcp::Fd socket;
+  net::Fd socket;
   try {
-    socket = tcp::dial_with_retry(endpoint, tcp::data_socket_tuning(), secret, hello, -1, self,
-                                  name_, tcp::Clock::now() + timeout, &last_error, &attempts);
+    socket = net::dial_with_retry(endpoint, net::data_socket_tuning(), secret, hello, -1, self,
+                                  name_, net::Clock::now() + timeout, &last_error, &attempts);
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kIo) throw;  // handshake errors name the server already
     // What connecting throws at once (a host that does not resolve) is the address's fault.

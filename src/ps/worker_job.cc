@@ -5,11 +5,11 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "net/socket.h"
 #include "ps/ps_sync.h"
 #include "ps/server.h"
 #include "ringd/collectives.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::ps {
 namespace {
@@ -60,7 +60,7 @@ std::vector<std::string> parse_server_list(const std::string& flag, const std::s
     const std::string address = text.substr(start, comma - start);
     if (!address.empty()) {
       try {
-        tcp::parse_endpoint(address, flag);
+        net::parse_endpoint(address, flag);
       } catch (const Error&) {
         RINGD_THROW(kInvalidArgument, flag << ": '" << address << "' is not HOST:PORT");
       }
@@ -102,7 +102,7 @@ std::unique_ptr<model::ParameterSync> make_worker_sync(const WorkerJobOptions& o
         options.colocated_port == 0
             ? 0
             : static_cast<uint16_t>(options.colocated_port + static_cast<uint16_t>(ctx.rank()));
-    server_options.advertise_host = tcp::default_host_address(
+    server_options.advertise_host = net::default_host_address(
         options.interface.empty() ? tunables().interface : options.interface);
     server_options.secret = options.secret;
     server_options.timeout = options.timeout;

@@ -14,9 +14,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "net/socket.h"
 #include "ringd/error.h"
-#include "ringd/tcp.h"
-#include "transport/tcp/socket.h"
+#include "ringd/store.h"
 
 namespace ringd {
 namespace {
@@ -46,7 +46,7 @@ void make_directories(const std::string& path) {
     const std::string prefix = path.substr(0, slash);
     if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
       RINGD_THROW(kIo, "rendezvous: cannot create the file store directory "
-                           << prefix << ": " << tcp::errno_text(errno));
+                           << prefix << ": " << net::errno_text(errno));
     }
     if (slash == std::string::npos) return;
   }
@@ -57,9 +57,9 @@ bool read_file(const std::string& path, std::vector<uint8_t>* out) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return false;
-    RINGD_THROW(kIo, "rendezvous: cannot open " << path << ": " << tcp::errno_text(errno));
+    RINGD_THROW(kIo, "rendezvous: cannot open " << path << ": " << net::errno_text(errno));
   }
-  tcp::Fd owner(fd);
+  net::Fd owner(fd);
   out->clear();
   uint8_t chunk[65536];
   for (;;) {
@@ -67,7 +67,7 @@ bool read_file(const std::string& path, std::vector<uint8_t>* out) {
     if (got == 0) return true;
     if (got < 0) {
       if (errno == EINTR) continue;
-      RINGD_THROW(kIo, "rendezvous: cannot read " << path << ": " << tcp::errno_text(errno));
+      RINGD_THROW(kIo, "rendezvous: cannot read " << path << ": " << net::errno_text(errno));
     }
     out->insert(out->end(), chunk, chunk + got);
   }
@@ -84,9 +84,9 @@ std::string FileStore::write_temp_file(const std::string& name, const std::vecto
   static std::atomic<uint64_t> counter{0};
   const std::string temp_path = directory_ + "/.tmp." + name + "." + std::to_string(::getpid()) +
                                 "." + std::to_string(counter.fetch_add(1));
-  tcp::Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  net::Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd.valid()) {
-    RINGD_THROW(kIo, "rendezvous: cannot create " << temp_path << ": " << tcp::errno_text(errno));
+    RINGD_THROW(kIo, "rendezvous: cannot create " << temp_path << ": " << net::errno_text(errno));
   }
   size_t written = 0;
   while (written < value.size()) {
@@ -95,7 +95,7 @@ std::string FileStore::write_temp_file(const std::string& name, const std::vecto
     if (n < 0) {
       const int error = errno;
       ::unlink(temp_path.c_str());
-      RINGD_THROW(kIo, "rendezvous: cannot write " << temp_path << ": " << tcp::errno_text(error));
+      RINGD_THROW(kIo, "rendezvous: cannot write " << temp_path << ": " << net::errno_text(error));
     }
     written += static_cast<size_t>(n);
   }
@@ -110,7 +110,7 @@ void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
     const int error = errno;
     ::unlink(temp_path.c_str());
     RINGD_THROW(kIo, "rendezvous: cannot rename " << temp_path << " to " << final_path << ": "
-                                                  << tcp::errno_text(error));
+                                                  << net::errno_text(error));
   }
 }
 
@@ -125,7 +125,7 @@ bool FileStore::add(const std::string& key, const std::vector<uint8_t>& value,
   if (linked == 0) return true;
   if (error != EEXIST) {
     RINGD_THROW(kIo, "rendezvous: cannot link " << temp_path << " to " << final_path << ": "
-                                                << tcp::errno_text(error));
+                                                << net::errno_text(error));
   }
   std::vector<uint8_t> found;
   if (!read_file(final_path, &found)) {

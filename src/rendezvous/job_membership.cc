@@ -4,8 +4,8 @@
 
 #include <chrono>
 
+#include "net/socket.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::rendezvous {
 namespace {
@@ -15,7 +15,7 @@ constexpr char kConflictKey[] = "ringd/conflict";
 std::string rank_key(int rank) { return "ringd/rank/" + std::to_string(rank); }
 }  // namespace
 
-std::string new_job_id() { return tcp::random_hex(16); }
+std::string new_job_id() { return net::random_hex(16); }
 
 std::string join_job(Store& store, int rank, int size, const std::string& expected_job_id,
                      const std::string& source) {

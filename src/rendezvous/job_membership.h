@@ -15,7 +15,7 @@
 //                     claims its number with add(); a second claim is refused and names the first.
 //   "ringd/conflict"  the first refused claim, for every rank of the job to find.
 //
-// The id travels in every tcp HELLO of the job (transport/tcp/handshake.h), and a rank refuses a
+// The id travels in every tcp HELLO of the job (net/handshake.h), and a rank refuses a
 // HELLO of another job. The TCP store never lets a set replace a "ringd/" key.
 #pragma once
 

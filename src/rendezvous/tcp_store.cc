@@ -7,39 +7,39 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "net/handshake.h"
+#include "net/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "ringd/error.h"
-#include "ringd/tcp.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/socket.h"
+#include "ringd/store.h"
 
 namespace ringd {
 
 using store_protocol::Status;
 
 struct TcpStore::Impl {
-  tcp::Endpoint endpoint;
+  net::Endpoint endpoint;
   std::string secret;
   std::chrono::milliseconds timeout{0};
   std::string name;  // "the TCP store at 127.0.0.1:4000"
   std::mutex mutex;
-  tcp::Fd socket;  // guarded by mutex
+  net::Fd socket;  // guarded by mutex
 
-  void connect(tcp::Deadline deadline);
+  void connect(net::Deadline deadline);
   std::vector<uint8_t> request(store_protocol::Op op, const std::string& key,
                                const std::vector<uint8_t>& value, uint32_t wait_ms,
-                               tcp::Deadline deadline, Status* status);
-  [[noreturn]] void lost(tcp::IoStatus status, int error, const std::string& key);
+                               net::Deadline deadline, Status* status);
+  [[noreturn]] void lost(net::IoStatus status, int error, const std::string& key);
 };
 
 // Retries refused or dropped connections with back-off until `deadline` (the server may start
 // after its clients).
-void TcpStore::Impl::connect(tcp::Deadline deadline) {
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kStoreClient;
+void TcpStore::Impl::connect(net::Deadline deadline) {
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kStoreClient;
   std::string last_error;
   int attempts = 0;
-  socket = tcp::dial_with_retry(endpoint, {}, secret, hello, -1, "TCP store client", name, deadline,
+  socket = net::dial_with_retry(endpoint, {}, secret, hello, -1, "TCP store client", name, deadline,
                                 &last_error, &attempts);
   if (!socket.valid()) {
     RINGD_THROW(kTimeout, "rendezvous: could not reach " << name << " within " << timeout.count()
@@ -48,27 +48,27 @@ void TcpStore::Impl::connect(tcp::Deadline deadline) {
   }
 }
 
-void TcpStore::Impl::lost(tcp::IoStatus status, int error, const std::string& key) {
+void TcpStore::Impl::lost(net::IoStatus status, int error, const std::string& key) {
   socket.reset();  // the stream is out of step now; the next request reconnects
-  if (status == tcp::IoStatus::kTimeout) {
+  if (status == net::IoStatus::kTimeout) {
     RINGD_THROW(kTimeout, "rendezvous: " << name << " did not answer the request for key '" << key
                                          << "' in time");
   }
   RINGD_THROW(kPeerLost, "rendezvous: lost the connection to "
                              << name << " during the request for key '" << key
-                             << "': " << tcp::io_status_text(status, error));
+                             << "': " << net::io_status_text(status, error));
 }
 
 std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::string& key,
                                              const std::vector<uint8_t>& value, uint32_t wait_ms,
-                                             tcp::Deadline deadline, Status* status) {
+                                             net::Deadline deadline, Status* status) {
   RINGD_CHECK_ARG(key.size() <= store_protocol::kMaxKeyBytes,
                   "rendezvous: key of " << key.size() << " bytes exceeds the TCP store's "
                                         << store_protocol::kMaxKeyBytes << "-byte limit");
   RINGD_CHECK_ARG(value.size() <= store_protocol::kMaxValueBytes,
                   "rendezvous: value of " << value.size() << " bytes for key '" << key
                                           << "' exceeds the TCP store's 64 MiB limit");
-  if (!socket.valid()) connect(tcp::Clock::now() + timeout);
+  if (!socket.valid()) connect(net::Clock::now() + timeout);
   const store_protocol::RequestHeader header{store_protocol::kMagic, static_cast<uint32_t>(op),
                                              static_cast<uint32_t>(key.size()), wait_ms,
                                              value.size()};
@@ -77,11 +77,11 @@ std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::s
   message.insert(message.end(), key.begin(), key.end());
   message.insert(message.end(), value.begin(), value.end());
   int error = 0;
-  tcp::IoStatus io = tcp::send_all(socket.get(), message.data(), message.size(), deadline, &error);
-  if (io != tcp::IoStatus::kOk) lost(io, error, key);
+  net::IoStatus io = net::send_all(socket.get(), message.data(), message.size(), deadline, &error);
+  if (io != net::IoStatus::kOk) lost(io, error, key);
   store_protocol::ResponseHeader response{};
-  io = tcp::recv_exact(socket.get(), &response, sizeof(response), deadline, &error);
-  if (io != tcp::IoStatus::kOk) lost(io, error, key);
+  io = net::recv_exact(socket.get(), &response, sizeof(response), deadline, &error);
+  if (io != net::IoStatus::kOk) lost(io, error, key);
   // Only the answers this request can have: an unknown status (or "exists" to a get) must not
   // read as success — for an add, that would be a claim this client never won.
   const bool status_fits =
@@ -97,8 +97,8 @@ std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::s
                 "rendezvous: " << name << " sent a malformed response for key '" << key << "'");
   }
   std::vector<uint8_t> body(response.value_bytes);
-  io = tcp::recv_exact(socket.get(), body.data(), body.size(), deadline, &error);
-  if (io != tcp::IoStatus::kOk) lost(io, error, key);
+  io = net::recv_exact(socket.get(), body.data(), body.size(), deadline, &error);
+  if (io != net::IoStatus::kOk) lost(io, error, key);
   *status = static_cast<Status>(response.status);
   if (*status == Status::kError) {
     socket.reset();
@@ -111,12 +111,12 @@ std::vector<uint8_t> TcpStore::Impl::request(store_protocol::Op op, const std::s
 TcpStore::TcpStore(const std::string& host, uint16_t port, const std::string& secret,
                    std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
-  impl_->endpoint = tcp::Endpoint{host, port};
-  impl_->secret = tcp::resolve_secret(secret);
+  impl_->endpoint = net::Endpoint{host, port};
+  impl_->secret = net::resolve_secret(secret);
   impl_->timeout = timeout.count() > 0 ? timeout : tunables().timeout;
   impl_->name = "the TCP store at " + impl_->endpoint.to_string();
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->connect(tcp::Clock::now() + impl_->timeout);
+  impl_->connect(net::Clock::now() + impl_->timeout);
 }
 
 TcpStore::~TcpStore() = default;
@@ -124,7 +124,7 @@ TcpStore::~TcpStore() = default;
 void TcpStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   Status status = Status::kOk;
-  impl_->request(store_protocol::Op::kSet, key, value, 0, tcp::Clock::now() + impl_->timeout,
+  impl_->request(store_protocol::Op::kSet, key, value, 0, net::Clock::now() + impl_->timeout,
                  &status);
 }
 
@@ -133,7 +133,7 @@ bool TcpStore::add(const std::string& key, const std::vector<uint8_t>& value,
   std::lock_guard<std::mutex> lock(impl_->mutex);
   Status status = Status::kOk;
   std::vector<uint8_t> stored = impl_->request(store_protocol::Op::kAdd, key, value, 0,
-                                               tcp::Clock::now() + impl_->timeout, &status);
+                                               net::Clock::now() + impl_->timeout, &status);
   if (status != Status::kExists) return true;
   if (existing) *existing = std::move(stored);
   return false;
@@ -143,8 +143,8 @@ std::vector<uint8_t> TcpStore::get(const std::string& key, std::chrono::millisec
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const auto wait_ms = std::clamp<int64_t>(timeout.count(), 0, UINT32_MAX);
   // The server answers "timeout" itself; the extra grace only covers a server that went silent.
-  const tcp::Deadline deadline =
-      tcp::Clock::now() + std::chrono::milliseconds(wait_ms) + std::chrono::seconds(5);
+  const net::Deadline deadline =
+      net::Clock::now() + std::chrono::milliseconds(wait_ms) + std::chrono::seconds(5);
   Status status = Status::kOk;
   std::vector<uint8_t> value = impl_->request(store_protocol::Op::kGet, key, {},
                                               static_cast<uint32_t>(wait_ms), deadline, &status);

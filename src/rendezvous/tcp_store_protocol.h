@@ -1,5 +1,5 @@
 // The TCP store's request/response protocol, spoken after the handshake of
-// transport/tcp/handshake.h (kind = store client). One request at a time per connection; all
+// net/handshake.h (kind = store client). One request at a time per connection; all
 // integers little-endian.
 //
 //   request:  magic/version u32, op u32 (1 set, 2 get, 3 add), key_bytes u32, timeout_ms u32
@@ -21,11 +21,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transport/tcp/handshake.h"
+#include "net/handshake.h"
 
 namespace ringd::store_protocol {
 
-constexpr uint32_t kMagic = 0x52530000u | tcp::kProtocolVersion;  // "RS" + version
+constexpr uint32_t kMagic = 0x52530000u | net::kProtocolVersion;  // "RS" + version
 constexpr size_t kMaxKeyBytes = 4096;
 constexpr size_t kMaxValueBytes = size_t{64} << 20;
 

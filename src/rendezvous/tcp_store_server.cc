@@ -11,10 +11,10 @@
 #include <mutex>
 
 #include "common/logging.h"
+#include "net/acceptor.h"
+#include "net/io_loop.h"
 #include "rendezvous/tcp_store_protocol.h"
-#include "ringd/tcp.h"
-#include "transport/tcp/acceptor.h"
-#include "transport/tcp/io_loop.h"
+#include "ringd/store.h"
 
 namespace ringd {
 
@@ -27,8 +27,8 @@ constexpr size_t kValueReadBytes = 64 << 10;  // a value arrives in pieces of at
 }  // namespace
 
 struct TcpStoreServer::Impl {
-  tcp::IoLoop loop{"TCP store server"};
-  std::shared_ptr<tcp::Acceptor> acceptor;
+  net::IoLoop loop{"TCP store server"};
+  std::shared_ptr<net::Acceptor> acceptor;
   uint16_t port = 0;
   std::string name;  // "TCP store server 127.0.0.1:4000"
   std::map<std::string, std::vector<uint8_t>> values;
@@ -37,7 +37,7 @@ struct TcpStoreServer::Impl {
   size_t max_held_bytes = TcpStoreServer::kDefaultMaxHeldBytes;
   std::vector<uint8_t> piece_buffer = std::vector<uint8_t>(kValueReadBytes);  // one I/O thread
   std::multimap<std::string, std::weak_ptr<StoreConnection>> waiters;
-  std::map<tcp::IoLoop::Id, std::shared_ptr<StoreConnection>> connections;
+  std::map<net::IoLoop::Id, std::shared_ptr<StoreConnection>> connections;
   mutable std::mutex refused_mutex;  // the loop thread writes, any thread reads
   size_t refused_for_secret = 0;
   std::string last_refused;
@@ -45,10 +45,10 @@ struct TcpStoreServer::Impl {
 
 namespace {
 
-class StoreConnection : public tcp::IoHandler,
+class StoreConnection : public net::IoHandler,
                         public std::enable_shared_from_this<StoreConnection> {
  public:
-  StoreConnection(TcpStoreServer::Impl& server, tcp::Fd socket, std::string from)
+  StoreConnection(TcpStoreServer::Impl& server, net::Fd socket, std::string from)
       : server_(server), socket_(std::move(socket)), from_(std::move(from)) {}
 
   void start() {
@@ -229,7 +229,7 @@ class StoreConnection : public tcp::IoHandler,
     server_.waiters.emplace(key_, weak_from_this());
     std::weak_ptr<StoreConnection> self = weak_from_this();
     const std::string key = key_;
-    server_.loop.add_timer(tcp::Clock::now() + std::chrono::milliseconds(header_.timeout_ms),
+    server_.loop.add_timer(net::Clock::now() + std::chrono::milliseconds(header_.timeout_ms),
                            [self, key, generation] {
                              auto connection = self.lock();
                              if (connection && connection->waiting_for(key, generation)) {
@@ -286,9 +286,9 @@ class StoreConnection : public tcp::IoHandler,
   }
 
   TcpStoreServer::Impl& server_;
-  tcp::Fd socket_;
+  net::Fd socket_;
   const std::string from_;
-  tcp::IoLoop::Id id_ = 0;
+  net::IoLoop::Id id_ = 0;
   RequestHeader header_{};
   size_t header_got_ = 0;
   bool header_done_ = false;
@@ -308,28 +308,28 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, const std
                                size_t max_held_bytes)
     : impl_(std::make_unique<Impl>()) {
   impl_->max_held_bytes = max_held_bytes;
-  tcp::Fd listener = tcp::listen_on(host, port, {});
-  impl_->port = tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on(host, port, {});
+  impl_->port = net::local_port(listener.get());
   impl_->name = "TCP store server " + host + ":" + std::to_string(impl_->port);
   Impl& server = *impl_;
-  tcp::Acceptor::Callbacks callbacks;
-  callbacks.admit = [](const tcp::HelloInfo& hello) -> std::string {
-    return hello.kind == tcp::PeerKind::kStoreClient ? "" : "this port serves the TCP store";
+  net::Acceptor::Callbacks callbacks;
+  callbacks.admit = [](const net::HelloInfo& hello) -> std::string {
+    return hello.kind == net::PeerKind::kStoreClient ? "" : "this port serves the TCP store";
   };
-  callbacks.on_rejected = [&server](const tcp::HelloInfo*, ErrorCode code,
+  callbacks.on_rejected = [&server](const net::HelloInfo*, ErrorCode code,
                                     const std::string& reason) {
     if (code != ErrorCode::kAuth) return;
     std::lock_guard<std::mutex> lock(server.refused_mutex);
     ++server.refused_for_secret;
     server.last_refused = reason;
   };
-  callbacks.on_admitted = [&server](tcp::Fd socket, const tcp::HelloInfo&) {
-    const std::string from = tcp::remote_address(socket.get());
+  callbacks.on_admitted = [&server](net::Fd socket, const net::HelloInfo&) {
+    const std::string from = net::remote_address(socket.get());
     auto connection = std::make_shared<StoreConnection>(server, std::move(socket), from);
     connection->start();
   };
   impl_->acceptor =
-      std::make_shared<tcp::Acceptor>(impl_->loop, std::move(listener), tcp::resolve_secret(secret),
+      std::make_shared<net::Acceptor>(impl_->loop, std::move(listener), net::resolve_secret(secret),
                                       -1, impl_->name, std::move(callbacks));
   impl_->acceptor->start(impl_->acceptor);
   RINGD_LOG(kInfo) << impl_->name << ": serving";

@@ -10,11 +10,11 @@
 #include "job/topology.h"
 #include "model/mlp.h"
 #include "model/replay_schedule.h"
+#include "net/socket.h"
 #include "ps/shard_map.h"
 #include "ps/worker_job.h"
 #include "ringd/error.h"
 #include "runners/bench_config.h"
-#include "transport/tcp/socket.h"
 
 using namespace ringd;
 
@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         job::parse_host_port("--rendezvous", text, &host, &port);
         break;
       }
-      case 5: tcp::parse_endpoint(text, "an address"); break;
+      case 5: net::parse_endpoint(text, "an address"); break;
       case 6: ps::parse_shard_policy("--shard-policy", text); break;
       case 7: model::parse_layer_sizes(text); break;
       case 8: model::parse_compute_spread(text); break;

@@ -52,7 +52,7 @@ void read_frames(const uint8_t* data, size_t size) {
     exec::MessageType type;
     std::string payload;
     for (int frames = 0; frames < 1000; ++frames) {
-      if (!channel.receive(&type, &payload, tcp::Clock::now() + 5s)) break;
+      if (!channel.receive(&type, &payload, net::Clock::now() + 5s)) break;
     }
   } catch (const Error& error) {
     if (error.code() == ErrorCode::kTimeout) std::abort();  // the stream had ended
@@ -78,7 +78,7 @@ void client_handshake(const uint8_t* data, size_t size) {
   fuzz::SocketPair pair;
   pair.feed(data, size);
   try {
-    exec::client_handshake(pair.near(), kSecret, "fuzz agent", tcp::Clock::now() + 5s);
+    exec::client_handshake(pair.near(), kSecret, "fuzz agent", net::Clock::now() + 5s);
   } catch (const Error& error) {
     if (error.code() == ErrorCode::kTimeout) std::abort();
   }

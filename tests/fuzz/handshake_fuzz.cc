@@ -1,4 +1,4 @@
-// The tcp handshake (transport/tcp/handshake.h) that opens every rank-to-rank and store
+// The tcp handshake (net/handshake.h) that opens every rank-to-rank and store
 // connection: what a stranger's bytes reach before anyone has proven the job secret. Input: a
 // mode byte, then the bytes of the other side.
 //   mode 0: the acceptor's state machine reading a dialer's HELLO / PROOF;
@@ -9,9 +9,9 @@
 #include <cstdlib>
 
 #include "fuzz_support.h"
+#include "net/handshake.h"
+#include "net/handshake_codec.h"
 #include "ringd/error.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/handshake_codec.h"
 
 using namespace ringd;
 using namespace ringd::tcp;

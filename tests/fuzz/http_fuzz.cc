@@ -8,8 +8,8 @@
 
 #include "fuzz_support.h"
 #include "launcher/http_server.h"
+#include "net/socket.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
 using namespace ringd;
 using namespace std::chrono_literals;
@@ -40,20 +40,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!path.empty() && path[0] != '/') std::abort();
   if (!(data[0] & 1)) return 0;
 
-  const tcp::Deadline deadline = tcp::Clock::now() + 5s;
+  const net::Deadline deadline = net::Clock::now() + 5s;
   int error = 0;
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server().port()}, tcp::SocketTuning{},
+  net::Fd fd = net::connect_to(net::Endpoint{"127.0.0.1", server().port()}, net::SocketTuning{},
                                deadline, &error);
   if (!fd.valid()) std::abort();
-  tcp::send_all(fd.get(), request.data(), request.size(), deadline, &error);
+  net::send_all(fd.get(), request.data(), request.size(), deadline, &error);
   ::shutdown(fd.get(), SHUT_WR);
   std::string reply;
   char buffer[4096];
   for (;;) {
     // The server's own deadline per client is 2 s: past 5 s it has kept a connection open.
-    if (tcp::remaining_ms(deadline) <= 0) std::abort();
+    if (net::remaining_ms(deadline) <= 0) std::abort();
     pollfd entry{fd.get(), POLLIN, 0};
-    ::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline)));
+    ::poll(&entry, 1, static_cast<int>(net::remaining_ms(deadline)));
     const ssize_t n = ::recv(fd.get(), buffer, sizeof(buffer), MSG_DONTWAIT);
     if (n > 0) reply.append(buffer, static_cast<size_t>(n));
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;

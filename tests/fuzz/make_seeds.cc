@@ -19,11 +19,11 @@
 #include "model/checkpoint.h"
 #include "model/gradient_profile.h"
 #include "model/idx.h"
+#include "net/handshake.h"
+#include "net/handshake_codec.h"
 #include "proto/ps.pb.h"
 #include "ps/frame.h"
 #include "rendezvous/tcp_store_protocol.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/handshake_codec.h"
 
 using namespace ringd;
 
@@ -108,44 +108,44 @@ void negotiation() {
 }
 
 void handshake() {
-  tcp::HelloInfo hello;
+  net::HelloInfo hello;
   hello.rank = 1;
   hello.target_rank = 0;
   hello.world_size = 4;
   hello.job_id = "0123456789abcdef0123456789abcdef";
   hello.address = "10.0.0.7:4711";
-  uint8_t nonce[tcp::kNonceBytes] = {7};
-  const std::vector<uint8_t> hello_message = tcp::codec::encode_message(
-      tcp::HandshakeType::kHello, tcp::codec::encode_hello(hello, nonce));
+  uint8_t nonce[net::kNonceBytes] = {7};
+  const std::vector<uint8_t> hello_message = net::codec::encode_message(
+      net::HandshakeType::kHello, net::codec::encode_hello(hello, nonce));
   const std::vector<uint8_t> proof_message =
-      tcp::codec::encode_message(tcp::HandshakeType::kProof, std::vector<uint8_t>(32, 0));
+      net::codec::encode_message(net::HandshakeType::kProof, std::vector<uint8_t>(32, 0));
   write_seed("handshake", "accept_hello_proof",
              selector(0) + text(hello_message) + text(proof_message));
   write_seed("handshake", "accept_hello_secret", selector(0x81) + text(hello_message));
-  tcp::HelloInfo store_client;
-  store_client.kind = tcp::PeerKind::kStoreClient;
+  net::HelloInfo store_client;
+  store_client.kind = net::PeerKind::kStoreClient;
   write_seed("handshake", "accept_store_client",
              selector(0) +
-                 text(tcp::codec::encode_message(tcp::HandshakeType::kHello,
-                                                 tcp::codec::encode_hello(store_client, nonce))));
+                 text(net::codec::encode_message(net::HandshakeType::kHello,
+                                                 net::codec::encode_hello(store_client, nonce))));
   write_seed("handshake", "accept_foreign_version",
-             selector(0) + text(tcp::encode_handshake_header(tcp::HandshakeType::kHello, 0, 9)));
+             selector(0) + text(net::encode_handshake_header(net::HandshakeType::kHello, 0, 9)));
 
-  tcp::codec::Writer challenge;
+  net::codec::Writer challenge;
   challenge.i32(0);
   challenge.raw(nonce, sizeof(nonce));
   challenge.raw(std::vector<uint8_t>(32, 3).data(), 32);
-  const std::vector<uint8_t> accepted = tcp::codec::encode_message(
-      tcp::HandshakeType::kResult, tcp::codec::encode_result(tcp::HandshakeStatus::kAccepted, ""));
+  const std::vector<uint8_t> accepted = net::codec::encode_message(
+      net::HandshakeType::kResult, net::codec::encode_result(net::HandshakeStatus::kAccepted, ""));
   write_seed(
       "handshake", "dial_challenge_result",
       selector(1) +
-          text(tcp::codec::encode_message(tcp::HandshakeType::kChallenge, challenge.bytes())) +
+          text(net::codec::encode_message(net::HandshakeType::kChallenge, challenge.bytes())) +
           text(accepted));
   write_seed("handshake", "dial_refused",
-             selector(1) + text(tcp::codec::encode_message(
-                               tcp::HandshakeType::kResult,
-                               tcp::codec::encode_result(tcp::HandshakeStatus::kRefused,
+             selector(1) + text(net::codec::encode_message(
+                               net::HandshakeType::kResult,
+                               net::codec::encode_result(net::HandshakeStatus::kRefused,
                                                          "rank 1 is already claimed"))));
   write_seed("handshake", "decode_hello", selector(2) + text(hello_message));
 }

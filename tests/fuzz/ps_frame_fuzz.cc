@@ -12,7 +12,7 @@ using namespace std::chrono_literals;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::SocketPair pair;
   pair.feed(data, size);
-  ps::Connection connection(tcp::Fd(pair.release_near()), "fuzz peer", 2000ms);
+  ps::Connection connection(net::Fd(pair.release_near()), "fuzz peer", 2000ms);
   try {
     for (int frames = 0; frames < 1000; ++frames) {
       ps::Header header;

@@ -14,11 +14,11 @@
 #include <thread>
 
 #include "fuzz_support.h"
+#include "net/acceptor.h"
+#include "net/handshake.h"
+#include "net/socket.h"
 #include "ringd/error.h"
 #include "ringd/tcp.h"
-#include "transport/tcp/acceptor.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/socket.h"
 
 using namespace ringd;
 using namespace std::chrono_literals;
@@ -27,22 +27,22 @@ namespace {
 
 void server_side(const uint8_t* data, size_t size) {
   TcpStoreServer server("127.0.0.1", 0, "", size_t{1} << 20);
-  const tcp::Deadline deadline = tcp::Clock::now() + 5s;
+  const net::Deadline deadline = net::Clock::now() + 5s;
   int error = 0;
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, tcp::SocketTuning{},
+  net::Fd fd = net::connect_to(net::Endpoint{"127.0.0.1", server.port()}, net::SocketTuning{},
                                deadline, &error);
   if (!fd.valid()) std::abort();
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kStoreClient;
-  tcp::dial_handshake(fd.get(), "", hello, -1, "fuzz store client", "the store", deadline);
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kStoreClient;
+  net::dial_handshake(fd.get(), "", hello, -1, "fuzz store client", "the store", deadline);
   // The server may close early (a malformed request): the rest of the input is then refused.
-  tcp::send_all(fd.get(), data, size, deadline, &error);
+  net::send_all(fd.get(), data, size, deadline, &error);
   ::shutdown(fd.get(), SHUT_WR);
   uint8_t sink[4096];
   for (;;) {
-    if (tcp::remaining_ms(deadline) <= 0) std::abort();  // the server kept a finished client
+    if (net::remaining_ms(deadline) <= 0) std::abort();  // the server kept a finished client
     pollfd entry{fd.get(), POLLIN, 0};
-    ::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline)));
+    ::poll(&entry, 1, static_cast<int>(net::remaining_ms(deadline)));
     const ssize_t n = ::recv(fd.get(), sink, sizeof(sink), MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) break;
   }
@@ -54,20 +54,20 @@ void fake_server(int listener, const uint8_t* data, size_t size) {
   for (int connection = 0; connection < 1; ++connection) {
     const int client = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (client < 0) return;
-    tcp::Fd fd(client);
-    tcp::AcceptHandshake handshake("", 0, [](const tcp::HelloInfo&) { return std::string(); });
-    const tcp::Deadline deadline = tcp::Clock::now() + 5s;
-    while (handshake.advance(fd.get()) == tcp::AcceptHandshake::State::kInProgress) {
-      if (tcp::remaining_ms(deadline) <= 0) return;
+    net::Fd fd(client);
+    net::AcceptHandshake handshake("", 0, [](const net::HelloInfo&) { return std::string(); });
+    const net::Deadline deadline = net::Clock::now() + 5s;
+    while (handshake.advance(fd.get()) == net::AcceptHandshake::State::kInProgress) {
+      if (net::remaining_ms(deadline) <= 0) return;
       pollfd entry{fd.get(), POLLIN, 0};
       ::poll(&entry, 1, 100);
     }
-    if (handshake.state() != tcp::AcceptHandshake::State::kAdmitted) return;
+    if (handshake.state() != net::AcceptHandshake::State::kAdmitted) return;
     int error = 0;
-    tcp::send_all(fd.get(), data, size, deadline, &error);
+    net::send_all(fd.get(), data, size, deadline, &error);
     ::shutdown(fd.get(), SHUT_WR);
     uint8_t sink[4096];
-    while (tcp::remaining_ms(deadline) > 0) {
+    while (net::remaining_ms(deadline) > 0) {
       pollfd entry{fd.get(), POLLIN, 0};
       ::poll(&entry, 1, 100);
       const ssize_t n = ::recv(fd.get(), sink, sizeof(sink), MSG_DONTWAIT);
@@ -77,7 +77,7 @@ void fake_server(int listener, const uint8_t* data, size_t size) {
 }
 
 void client_side(uint8_t operation, const uint8_t* data, size_t size) {
-  tcp::Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  net::Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "net/socket.h"
 #include "ringd/collectives.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd {
 namespace {
@@ -22,8 +22,8 @@ namespace {
 using std::chrono::milliseconds;
 
 uint16_t free_port() {
-  tcp::Fd probe = tcp::listen_on("127.0.0.1", 0, {});
-  return tcp::local_port(probe.get());
+  net::Fd probe = net::listen_on("127.0.0.1", 0, {});
+  return net::local_port(probe.get());
 }
 
 JobOptions options_for(int rank, int size, uint16_t port) {

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/pod_commands.h"
 #include "common/tunables.h"
 #include "job/topology.h"
 #include "launcher/launch_plan.h"
-#include "launcher/pod_commands.h"
+#include "net/socket.h"
 #include "ringd/error.h"
 #include "testing/fake_env.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::job {
 namespace {
@@ -234,7 +234,7 @@ struct AgentChild {
       args.insert(args.begin(), {"ringd", "agent"});
       std::vector<const char*> argv;
       for (const std::string& arg : args) argv.push_back(arg.c_str());
-      std::_Exit(launcher::run_agent_command(static_cast<int>(argv.size()), argv.data()));
+      std::_Exit(cli::run_agent_command(static_cast<int>(argv.size()), argv.data()));
     }
     ::close(fds[1]);
     stderr_fd = fds[0];
@@ -248,11 +248,11 @@ struct AgentChild {
   }
   // Reads stderr until `text` appears or it ends (false then), within 10 s.
   bool read_until(const std::string& text) {
-    const auto deadline = tcp::Clock::now() + std::chrono::seconds(10);
+    const auto deadline = net::Clock::now() + std::chrono::seconds(10);
     char buffer[1024];
     while (output.find(text) == std::string::npos) {
       pollfd entry{stderr_fd, POLLIN, 0};
-      if (::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline))) <= 0) return false;
+      if (::poll(&entry, 1, static_cast<int>(net::remaining_ms(deadline))) <= 0) return false;
       const ssize_t got = ::read(stderr_fd, buffer, sizeof(buffer));
       if (got <= 0) return false;
       output.append(buffer, static_cast<size_t>(got));
@@ -297,13 +297,13 @@ TEST(AgentIdentity, AMalformedExplicitPodNameIsAnError) {
 // GET `path` on 127.0.0.1:`port`: the status line and the body.
 std::string http_get(uint16_t port, const std::string& path) {
   int error = 0;
-  const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, deadline, &error);
+  const auto deadline = net::Clock::now() + std::chrono::seconds(5);
+  net::Fd fd = net::connect_to(net::Endpoint{"127.0.0.1", port}, {}, deadline, &error);
   const std::string request = "GET " + path + " HTTP/1.1\r\n\r\n";
-  tcp::send_all(fd.get(), request.data(), request.size(), deadline, &error);
+  net::send_all(fd.get(), request.data(), request.size(), deadline, &error);
   std::string reply;
   char byte = 0;
-  while (tcp::recv_exact(fd.get(), &byte, 1, deadline, &error) == tcp::IoStatus::kOk) reply += byte;
+  while (net::recv_exact(fd.get(), &byte, 1, deadline, &error) == net::IoStatus::kOk) reply += byte;
   return reply;
 }
 

@@ -13,18 +13,18 @@ namespace ringd::launcher::exec {
 namespace {
 
 struct Connected {
-  tcp::Fd client;
-  tcp::Fd server;
+  net::Fd client;
+  net::Fd server;
   SessionKeys client_keys;
   SessionKeys server_keys;
 };
 
-Deadline soon() { return tcp::Clock::now() + std::chrono::seconds(5); }
+Deadline soon() { return net::Clock::now() + std::chrono::seconds(5); }
 
-std::pair<tcp::Fd, tcp::Fd> socket_pair() {
+std::pair<net::Fd, net::Fd> socket_pair() {
   int fds[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
-  return {tcp::Fd(fds[0]), tcp::Fd(fds[1])};
+  return {net::Fd(fds[0]), net::Fd(fds[1])};
 }
 
 Connected connect(const std::string& client_secret, const std::string& server_secret) {

@@ -196,7 +196,7 @@ TEST(ExecClient, AShortNameThatDoesNotResolveIsExplained) {
 
 // A raw client: connects, authenticates, starts `line`, returns the channel and the child's pid.
 struct RawClient {
-  tcp::Fd fd;
+  net::Fd fd;
   std::unique_ptr<exec::Channel> channel;
   pid_t pid = -1;
 };
@@ -204,8 +204,8 @@ struct RawClient {
 RawClient start_raw(const ExecServer& server, const std::string& line) {
   RawClient client;
   int error = 0;
-  const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
-  client.fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, {}, deadline, &error);
+  const auto deadline = net::Clock::now() + std::chrono::seconds(5);
+  client.fd = net::connect_to(net::Endpoint{"127.0.0.1", server.port()}, {}, deadline, &error);
   EXPECT_TRUE(client.fd.valid());
   const exec::SessionKeys keys =
       exec::client_handshake(client.fd.get(), kSecret, "agent", deadline);
@@ -223,7 +223,7 @@ RawClient start_raw(const ExecServer& server, const std::string& line) {
 pid_t read_pid_line(RawClient* client) {
   MessageType type;
   std::string payload;
-  const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
+  const auto deadline = net::Clock::now() + std::chrono::seconds(5);
   EXPECT_TRUE(client->channel->receive(&type, &payload, deadline));
   EXPECT_EQ(type, MessageType::kStdout);
   return std::stoi(payload);
@@ -347,16 +347,16 @@ TEST(ExecServer, LoaderAndUnlistedVariablesAreRefused) {
 using ::ringd::testing::cpu_seconds;
 using ::ringd::testing::thread_count;
 
-tcp::Fd silent_connection(const ExecServer& server) {
+net::Fd silent_connection(const ExecServer& server) {
   int error = 0;
-  return tcp::connect_to(tcp::Endpoint{"127.0.0.1", server.port()}, {},
-                         tcp::Clock::now() + std::chrono::seconds(5), &error);
+  return net::connect_to(net::Endpoint{"127.0.0.1", server.port()}, {},
+                         net::Clock::now() + std::chrono::seconds(5), &error);
 }
 
 TEST(ExecServer, SilentConnectionsCostNoThreadAndKeepNoCommandOut) {
   auto server = start_server({"sh"});
   const int threads_before = thread_count();
-  std::vector<tcp::Fd> flood;
+  std::vector<net::Fd> flood;
   for (int i = 0; i < 300; ++i) flood.push_back(silent_connection(*server));
   ASSERT_TRUE(eventually([&] { return server->stats().connections.load() == 300; }));
   // One thread per connection made 300 here (and aborted the agent under a pids limit).
@@ -379,7 +379,7 @@ TEST(ExecServer, ASilentConnectionIsDroppedAtItsDeadline) {
   auto server = start_server({}, [](ExecServerOptions* options) {
     options->handshake_timeout = std::chrono::milliseconds(300);
   });
-  tcp::Fd silent = silent_connection(*server);
+  net::Fd silent = silent_connection(*server);
   const auto started = std::chrono::steady_clock::now();
   pollfd fd{silent.get(), POLLIN, 0};
   ASSERT_EQ(::poll(&fd, 1, 5000), 1);
@@ -394,7 +394,7 @@ TEST(ExecServer, ASilentConnectionIsDroppedAtItsDeadline) {
 
 TEST(ExecServer, RunningOutOfFileDescriptorsNeitherSpinsNorStopsTheService) {
   auto server = start_server({"sh"});
-  std::vector<tcp::Fd> clients;
+  std::vector<net::Fd> clients;
   for (int i = 0; i < 4; ++i) clients.emplace_back(::socket(AF_INET, SOCK_STREAM, 0));
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -407,7 +407,7 @@ TEST(ExecServer, RunningOutOfFileDescriptorsNeitherSpinsNorStopsTheService) {
   agent.sin_family = AF_INET;
   agent.sin_port = htons(server->port());
   agent.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (const tcp::Fd& client : clients) {
+  for (const net::Fd& client : clients) {
     EXPECT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&agent), sizeof(agent)), 0);
   }
   const double cpu_before = cpu_seconds();

@@ -15,23 +15,23 @@
 #include <thread>
 #include <vector>
 
+#include "net/socket.h"
 #include "testing/process_stats.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::launcher {
 namespace {
 
 std::string get(uint16_t port, const std::string& request) {
   int error = 0;
-  const auto deadline = tcp::Clock::now() + std::chrono::seconds(5);
-  tcp::Fd fd = tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, deadline, &error);
+  const auto deadline = net::Clock::now() + std::chrono::seconds(5);
+  net::Fd fd = net::connect_to(net::Endpoint{"127.0.0.1", port}, {}, deadline, &error);
   EXPECT_TRUE(fd.valid());
-  tcp::send_all(fd.get(), request.data(), request.size(), deadline, &error);
+  net::send_all(fd.get(), request.data(), request.size(), deadline, &error);
   std::string reply;
   char buffer[4096];
   while (true) {
-    const tcp::IoStatus status = tcp::recv_exact(fd.get(), buffer, 1, deadline, &error);
-    if (status != tcp::IoStatus::kOk) break;
+    const net::IoStatus status = net::recv_exact(fd.get(), buffer, 1, deadline, &error);
+    if (status != net::IoStatus::kOk) break;
     reply += buffer[0];
   }
   return reply;
@@ -65,10 +65,10 @@ TEST(HttpServer, AnswersProbesAndRefusesOtherMethods) {
 }
 
 // Connects without sending anything (an idle client); invalid when the connect failed.
-tcp::Fd connect_idle(uint16_t port) {
+net::Fd connect_idle(uint16_t port) {
   int error = 0;
-  return tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {},
-                         tcp::Clock::now() + std::chrono::seconds(5), &error);
+  return net::connect_to(net::Endpoint{"127.0.0.1", port}, {},
+                         net::Clock::now() + std::chrono::seconds(5), &error);
 }
 
 // Seconds a GET of `path` takes, with the reply in *reply.
@@ -80,11 +80,11 @@ double timed_get(uint16_t port, const std::string& path, std::string* reply) {
 
 // Whether the server closed `fd` within `wait_ms` (EOF or reset); what it sent goes to *sent.
 bool closed_by_server(int fd, int wait_ms, std::string* sent = nullptr) {
-  const auto deadline = tcp::Clock::now() + std::chrono::milliseconds(wait_ms);
+  const auto deadline = net::Clock::now() + std::chrono::milliseconds(wait_ms);
   char buffer[512];
   while (true) {
     pollfd entry{fd, POLLIN, 0};
-    const int64_t left = tcp::remaining_ms(deadline);
+    const int64_t left = net::remaining_ms(deadline);
     if (::poll(&entry, 1, static_cast<int>(left)) <= 0) return false;
     const ssize_t got = ::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
     if (got > 0 && sent) sent->append(buffer, static_cast<size_t>(got));
@@ -103,9 +103,9 @@ HttpResponse answer_ok(const std::string&) {
 // that dribbles a request byte by byte change nothing.
 TEST(HttpServer, HealthzAnswersWithinASecondWhileIdleAndSlowClientsHoldConnections) {
   HttpServer server("127.0.0.1", 0, answer_ok);
-  std::vector<tcp::Fd> idle;
+  std::vector<net::Fd> idle;
   for (int i = 0; i < 50; ++i) idle.push_back(connect_idle(server.port()));
-  tcp::Fd slow = connect_idle(server.port());
+  net::Fd slow = connect_idle(server.port());
   ASSERT_TRUE(slow.valid());
   const std::string partial = "GET /healthz HTTP/1.1\r\nHost: ";
   for (int round = 0; round < 3; ++round) {
@@ -123,7 +123,7 @@ TEST(HttpServer, BeyondTheConnectionCapTheOldestIdleConnectionsAreDropped) {
   HttpServer server("127.0.0.1", 0, answer_ok);
   const auto start = std::chrono::steady_clock::now();
   const size_t extra = 10;
-  std::vector<tcp::Fd> idle;
+  std::vector<net::Fd> idle;
   for (size_t i = 0; i < HttpServer::kMaxConnections + extra; ++i) {
     idle.push_back(connect_idle(server.port()));
     ASSERT_TRUE(idle.back().valid()) << i;
@@ -144,7 +144,7 @@ TEST(HttpServer, BeyondTheConnectionCapTheOldestIdleConnectionsAreDropped) {
 // at once.
 TEST(HttpServer, SlowAndOversizedRequestsAreCutOff) {
   HttpServer server("127.0.0.1", 0, answer_ok);
-  tcp::Fd slow = connect_idle(server.port());
+  net::Fd slow = connect_idle(server.port());
   ASSERT_TRUE(slow.valid());
   const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(::send(slow.get(), "G", 1, MSG_NOSIGNAL), 1);
@@ -172,12 +172,12 @@ TEST(HttpServer, OutOfFileDescriptorsItWaitsInsteadOfSpinning) {
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   // The client's socket exists before the descriptors run out; connect() needs no new one.
-  tcp::Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  net::Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(client.valid());
   rlimit low = saved;
   low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 512);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::vector<tcp::Fd> filler;
+  std::vector<net::Fd> filler;
   while (true) {
     const int fd = ::dup(0);
     if (fd < 0) break;

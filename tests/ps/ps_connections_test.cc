@@ -8,11 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "net/handshake.h"
 #include "ps/ps_test_support.h"
 #include "ps/server.h"
 #include "ringd/error.h"
 #include "testing/process_stats.h"
-#include "transport/tcp/handshake.h"
 
 namespace ringd::ps {
 namespace {
@@ -53,7 +53,7 @@ TEST(PsConnections, ShortConnectionsLeaveNoThreadsOrMemoryBehind) {
           EXPECT_EQ(error.code(), ErrorCode::kAuth) << error.what();
         }
       } else {
-        tcp::Fd socket =
+        net::Fd socket =
             testing::raw_client(server.address(), "s");  // closed at once: its thread ends
       }
     }
@@ -81,7 +81,7 @@ TEST(PsConnections, BeyondTheCapAConnectionIsRefusedNamingTheLimit) {
   ServerOptions options = loopback("s");
   options.max_connections = 4;
   ParameterServer server(options);
-  std::vector<tcp::Fd> held;
+  std::vector<net::Fd> held;
   for (int i = 0; i < 4; ++i) held.push_back(testing::raw_client(server.address(), "s"));
   try {
     testing::raw_client(server.address(), "s");

@@ -7,11 +7,11 @@
 
 #include <chrono>
 
+#include "net/handshake.h"
 #include "ps/frame.h"
 #include "ps/ps_sync.h"
 #include "ps/ps_test_support.h"
 #include "ringd/error.h"
-#include "transport/tcp/handshake.h"
 
 namespace ringd::ps {
 namespace {
@@ -208,9 +208,9 @@ TEST(PsErrors, WorkersDisagreeingOnSharding) {
 
 void send_raw(int fd, const std::vector<uint8_t>& bytes) {
   int error = 0;
-  ASSERT_EQ(tcp::send_all(fd, bytes.data(), bytes.size(),
-                          tcp::Clock::now() + std::chrono::seconds(5), &error),
-            tcp::IoStatus::kOk);
+  ASSERT_EQ(net::send_all(fd, bytes.data(), bytes.size(),
+                          net::Clock::now() + std::chrono::seconds(5), &error),
+            net::IoStatus::kOk);
 }
 
 TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
@@ -241,7 +241,7 @@ TEST(PsErrors, ServerRejectsForeignAndTruncatedMessagesAndKeepsServing) {
   }
   {
     // A truncated frame: half a header, then the connection closes.
-    tcp::Fd socket = testing::raw_client(servers.addresses[0], "s");
+    net::Fd socket = testing::raw_client(servers.addresses[0], "s");
     send_raw(socket.get(),
              {'R', 'N', 'P', 'S', kVersion, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3});
   }
@@ -260,9 +260,9 @@ TEST(PsFrame, RejectsForeignTruncatedAndMissizedFrames) {
   auto pair = [] {
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    tcp::set_nonblocking(fds[0]);
-    tcp::set_nonblocking(fds[1]);
-    return std::make_pair(tcp::Fd(fds[0]), tcp::Fd(fds[1]));
+    net::set_nonblocking(fds[0]);
+    net::set_nonblocking(fds[1]);
+    return std::make_pair(net::Fd(fds[0]), net::Fd(fds[1]));
   };
   {
     auto [ours, theirs] = pair();

@@ -15,9 +15,9 @@
 
 #include "model/optimizer.h"
 #include "model/parameter_sync.h"
+#include "net/handshake.h"
 #include "ps/ps_sync.h"
 #include "ps/server.h"
-#include "transport/tcp/handshake.h"
 
 namespace ringd::ps::testing {
 
@@ -138,16 +138,16 @@ inline void run_workers(int workers, const std::function<void(int)>& body) {
 
 // A connection to a server as parameter-server worker 0 after the job-secret handshake, nothing
 // sent yet; throws what the handshake throws (kAuth: wrong secret, kMismatch: refused).
-inline tcp::Fd raw_client(const std::string& address, const std::string& secret) {
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kPsWorker;
+inline net::Fd raw_client(const std::string& address, const std::string& secret) {
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kPsWorker;
   hello.rank = 0;
   hello.world_size = 1;
   std::string last_error;
   int attempts = 0;
-  tcp::Fd socket = tcp::dial_with_retry(
-      tcp::parse_endpoint(address, "test"), {}, secret, hello, -1, "test client", address,
-      tcp::Clock::now() + std::chrono::seconds(10), &last_error, &attempts);
+  net::Fd socket = net::dial_with_retry(
+      net::parse_endpoint(address, "test"), {}, secret, hello, -1, "test client", address,
+      net::Clock::now() + std::chrono::seconds(10), &last_error, &attempts);
   EXPECT_TRUE(socket.valid()) << last_error;
   return socket;
 }

@@ -16,13 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "net/handshake.h"
+#include "net/handshake_codec.h"
+#include "net/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "ringd/error.h"
 #include "ringd/tcp.h"
 #include "testing/process_stats.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/handshake_codec.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp_test_support.h"
 
 namespace ringd {
@@ -36,19 +36,19 @@ using testing::expect_error;
 using testing::in;
 using testing::SilentFlood;
 
-tcp::Fd raw_connection(uint16_t port) {
+net::Fd raw_connection(uint16_t port) {
   int error = 0;
-  tcp::Fd socket =
-      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, in(milliseconds(5000)), &error);
-  EXPECT_TRUE(socket.valid()) << tcp::errno_text(error);
+  net::Fd socket =
+      net::connect_to(net::Endpoint{"127.0.0.1", port}, {}, in(milliseconds(5000)), &error);
+  EXPECT_TRUE(socket.valid()) << net::errno_text(error);
   return socket;
 }
 
 TEST(TcpStore, ClientRetriesUntilTheServerStarts) {
   uint16_t port;
   {
-    tcp::Fd probe = tcp::listen_on("127.0.0.1", 0, {});
-    port = tcp::local_port(probe.get());
+    net::Fd probe = net::listen_on("127.0.0.1", 0, {});
+    port = net::local_port(probe.get());
   }  // free again: the client's first attempts are refused
   std::promise<void> client_started;
   auto client = std::async(std::launch::async, [&] {
@@ -79,22 +79,22 @@ TEST(TcpStore, GarbageAndPairsAreRejectedWhileClientsKeepWorking) {
   good.set("before", to_bytes("1"));
   ::testing::internal::CaptureStderr();
   {
-    tcp::Fd socket = raw_connection(server.port());
+    net::Fd socket = raw_connection(server.port());
     std::vector<uint8_t> garbage(1 << 20);
     std::mt19937 random(7);
     for (auto& byte : garbage) byte = static_cast<uint8_t>(random());
     int error = 0;
-    tcp::send_all(socket.get(), garbage.data(), garbage.size(), in(milliseconds(5000)), &error);
+    net::send_all(socket.get(), garbage.data(), garbage.size(), in(milliseconds(5000)), &error);
     EXPECT_TRUE(closed_by_peer(socket.get(), in(milliseconds(5000))));
   }
   {
-    tcp::Fd socket = raw_connection(server.port());
-    tcp::HelloInfo pair;  // a transport pair dialing the store's port
+    net::Fd socket = raw_connection(server.port());
+    net::HelloInfo pair;  // a transport pair dialing the store's port
     pair.rank = 1;
     pair.target_rank = 0;
     pair.world_size = 2;
     const Error error = expect_error([&] {
-      tcp::dial_handshake(socket.get(), "s", pair, -1, "rank 1", "store", in(milliseconds(5000)));
+      net::dial_handshake(socket.get(), "s", pair, -1, "rank 1", "store", in(milliseconds(5000)));
     });
     EXPECT_EQ(error.code(), ErrorCode::kMismatch) << error.what();
     EXPECT_CONTAINS(error.what(), "this port serves the TCP store");
@@ -108,21 +108,21 @@ TEST(TcpStore, GarbageAndPairsAreRejectedWhileClientsKeepWorking) {
 
 // Sends a raw request header after a real handshake; returns the server's error text.
 std::string oversized_request(uint16_t port, uint32_t key_bytes, uint64_t value_bytes) {
-  tcp::Fd socket = raw_connection(port);
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kStoreClient;
-  tcp::dial_handshake(socket.get(), "s", hello, -1, "test", "store", in(milliseconds(5000)));
+  net::Fd socket = raw_connection(port);
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kStoreClient;
+  net::dial_handshake(socket.get(), "s", hello, -1, "test", "store", in(milliseconds(5000)));
   const store_protocol::RequestHeader header{store_protocol::kMagic, 1, key_bytes, 0, value_bytes};
   int error = 0;
-  EXPECT_EQ(tcp::send_all(socket.get(), &header, sizeof(header), in(milliseconds(5000)), &error),
-            tcp::IoStatus::kOk);
+  EXPECT_EQ(net::send_all(socket.get(), &header, sizeof(header), in(milliseconds(5000)), &error),
+            net::IoStatus::kOk);
   store_protocol::ResponseHeader response{};
   EXPECT_EQ(
-      tcp::recv_exact(socket.get(), &response, sizeof(response), in(milliseconds(5000)), &error),
-      tcp::IoStatus::kOk);
+      net::recv_exact(socket.get(), &response, sizeof(response), in(milliseconds(5000)), &error),
+      net::IoStatus::kOk);
   EXPECT_EQ(response.status, static_cast<uint32_t>(store_protocol::Status::kError));
   std::string text(response.value_bytes, '\0');
-  tcp::recv_exact(socket.get(), text.data(), text.size(), in(milliseconds(5000)), &error);
+  net::recv_exact(socket.get(), text.data(), text.size(), in(milliseconds(5000)), &error);
   EXPECT_TRUE(closed_by_peer(socket.get(), in(milliseconds(5000))));
   return text;
 }
@@ -133,35 +133,35 @@ std::string oversized_request(uint16_t port, uint32_t key_bytes, uint64_t value_
 // together, before the server watches the connection (what made the fuzzer's input fail).
 TEST(TcpStore, AGetSentWithTheEndOfStreamDoesNotOutliveItsClient) {
   TcpStoreServer server("127.0.0.1", 0, "s");
-  tcp::Fd socket = raw_connection(server.port());
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kStoreClient;
-  const uint8_t nonce[tcp::kNonceBytes] = {1, 2, 3};
-  const std::vector<uint8_t> hello_body = tcp::codec::encode_hello(hello, nonce);
+  net::Fd socket = raw_connection(server.port());
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kStoreClient;
+  const uint8_t nonce[net::kNonceBytes] = {1, 2, 3};
+  const std::vector<uint8_t> hello_body = net::codec::encode_hello(hello, nonce);
   const std::vector<uint8_t> hello_message =
-      tcp::codec::encode_message(tcp::HandshakeType::kHello, hello_body);
+      net::codec::encode_message(net::HandshakeType::kHello, hello_body);
   int error = 0;
-  ASSERT_EQ(tcp::send_all(socket.get(), hello_message.data(), hello_message.size(),
+  ASSERT_EQ(net::send_all(socket.get(), hello_message.data(), hello_message.size(),
                           in(milliseconds(5000)), &error),
-            tcp::IoStatus::kOk);
-  uint8_t challenge[tcp::kHandshakeHeaderBytes + 4 + tcp::kNonceBytes + 32];
+            net::IoStatus::kOk);
+  uint8_t challenge[net::kHandshakeHeaderBytes + 4 + net::kNonceBytes + 32];
   ASSERT_EQ(
-      tcp::recv_exact(socket.get(), challenge, sizeof(challenge), in(milliseconds(5000)), &error),
-      tcp::IoStatus::kOk);
+      net::recv_exact(socket.get(), challenge, sizeof(challenge), in(milliseconds(5000)), &error),
+      net::IoStatus::kOk);
   int32_t acceptor_rank = 0;
-  std::memcpy(&acceptor_rank, challenge + tcp::kHandshakeHeaderBytes, 4);
-  const Sha256Digest proof = tcp::codec::proof("s", "ringd dialer", hello_body, acceptor_rank,
-                                               challenge + tcp::kHandshakeHeaderBytes + 4);
-  const std::vector<uint8_t> proof_message = tcp::codec::encode_message(
-      tcp::HandshakeType::kProof, std::vector<uint8_t>(proof.begin(), proof.end()));
+  std::memcpy(&acceptor_rank, challenge + net::kHandshakeHeaderBytes, 4);
+  const Sha256Digest proof = net::codec::proof("s", "ringd dialer", hello_body, acceptor_rank,
+                                               challenge + net::kHandshakeHeaderBytes + 4);
+  const std::vector<uint8_t> proof_message = net::codec::encode_message(
+      net::HandshakeType::kProof, std::vector<uint8_t>(proof.begin(), proof.end()));
   const std::string key = "missing";
   const store_protocol::RequestHeader header{store_protocol::kMagic, 2,
                                              static_cast<uint32_t>(key.size()), 3600 * 1000, 0};
   std::string bytes(proof_message.begin(), proof_message.end());
   bytes.append(reinterpret_cast<const char*>(&header), sizeof(header));
   bytes += key;
-  ASSERT_EQ(tcp::send_all(socket.get(), bytes.data(), bytes.size(), in(milliseconds(5000)), &error),
-            tcp::IoStatus::kOk);
+  ASSERT_EQ(net::send_all(socket.get(), bytes.data(), bytes.size(), in(milliseconds(5000)), &error),
+            net::IoStatus::kOk);
   ::shutdown(socket.get(), SHUT_WR);
   // The RESULT arrives, then the server closes: it has nobody to answer.
   EXPECT_TRUE(closed_by_peer(socket.get(), in(milliseconds(3000))));
@@ -171,7 +171,7 @@ TEST(TcpStore, AGetSentWithTheEndOfStreamDoesNotOutliveItsClient) {
 // never a success: for an add, that would be a claim the client never won.
 TEST(TcpStore, AResponseThatDoesNotFitTheRequestIsRefused) {
   for (const uint32_t status : {7u, 3u}) {
-    tcp::Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    net::Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -180,15 +180,15 @@ TEST(TcpStore, AResponseThatDoesNotFitTheRequestIsRefused) {
     ASSERT_EQ(::listen(listener.get(), 1), 0);
     ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
     std::thread server([&] {
-      tcp::Fd client(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      tcp::AcceptHandshake handshake("s", 0, [](const tcp::HelloInfo&) { return std::string(); });
-      while (handshake.advance(client.get()) == tcp::AcceptHandshake::State::kInProgress) {
+      net::Fd client(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      net::AcceptHandshake handshake("s", 0, [](const net::HelloInfo&) { return std::string(); });
+      while (handshake.advance(client.get()) == net::AcceptHandshake::State::kInProgress) {
         pollfd entry{client.get(), POLLIN, 0};
         ::poll(&entry, 1, 100);
       }
       const store_protocol::ResponseHeader response{store_protocol::kMagic, status, 0};
       int error = 0;
-      tcp::send_all(client.get(), &response, sizeof(response), in(milliseconds(5000)), &error);
+      net::send_all(client.get(), &response, sizeof(response), in(milliseconds(5000)), &error);
       closed_by_peer(client.get(), in(milliseconds(5000)));
     });
     {
@@ -237,28 +237,28 @@ TEST(TcpStore, ServerGoingAwayFailsAWaitingGet) {
   auto waiting = std::async(std::launch::async, [&] {
     return expect_error([&] { client.get("never", milliseconds(20000)); });
   });
-  const auto start = tcp::Clock::now();
+  const auto start = net::Clock::now();
   server.reset();
   const Error error = waiting.get();
-  EXPECT_LT(tcp::Clock::now() - start, milliseconds(10000));
+  EXPECT_LT(net::Clock::now() - start, milliseconds(10000));
   EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
 }
 
 // A store client that has sent its handshake, a set header announcing `value_bytes`, its key and
 // `sent` bytes of the value, then stays silent.
-tcp::Fd partial_set(uint16_t port, const std::string& key, uint64_t value_bytes, size_t sent) {
-  tcp::Fd socket = raw_connection(port);
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kStoreClient;
-  tcp::dial_handshake(socket.get(), "s", hello, -1, "test", "store", in(milliseconds(5000)));
+net::Fd partial_set(uint16_t port, const std::string& key, uint64_t value_bytes, size_t sent) {
+  net::Fd socket = raw_connection(port);
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kStoreClient;
+  net::dial_handshake(socket.get(), "s", hello, -1, "test", "store", in(milliseconds(5000)));
   const store_protocol::RequestHeader header{store_protocol::kMagic, 1,
                                              static_cast<uint32_t>(key.size()), 0, value_bytes};
   std::vector<uint8_t> bytes(sizeof(header) + key.size() + sent, 7);
   std::memcpy(bytes.data(), &header, sizeof(header));
   std::memcpy(bytes.data() + sizeof(header), key.data(), key.size());
   int error = 0;
-  EXPECT_EQ(tcp::send_all(socket.get(), bytes.data(), bytes.size(), in(milliseconds(5000)), &error),
-            tcp::IoStatus::kOk);
+  EXPECT_EQ(net::send_all(socket.get(), bytes.data(), bytes.size(), in(milliseconds(5000)), &error),
+            net::IoStatus::kOk);
   return socket;
 }
 
@@ -280,7 +280,7 @@ bool held_becomes(const TcpStoreServer& server, size_t bytes) {  // within 10 s
 TEST(TcpStore, AnAnnouncedLengthCostsNothingUntilTheBytesArrive) {
   TcpStoreServer server("127.0.0.1", 0, "s");
   const size_t before = resident_bytes();
-  std::vector<tcp::Fd> clients;
+  std::vector<net::Fd> clients;
   for (int i = 0; i < 24; ++i) {
     clients.push_back(
         partial_set(server.port(), "big" + std::to_string(i), store_protocol::kMaxValueBytes, 10));
@@ -322,8 +322,8 @@ TEST(TcpStore, SilentConnectionsDoNotKeepClientsOut) {
   ::testing::internal::CaptureStderr();
   std::string log;
   {
-    SilentFlood flood(tcp::Endpoint{"127.0.0.1", server.port()}, 200);
-    const auto started = tcp::Clock::now();
+    SilentFlood flood(net::Endpoint{"127.0.0.1", server.port()}, 200);
+    const auto started = net::Clock::now();
     testing::run_ranks(4, [&](int client) {
       TcpStore store("127.0.0.1", server.port(), "s", milliseconds(4000));
       store.set("client/" + std::to_string(client), to_bytes("here"));
@@ -332,7 +332,7 @@ TEST(TcpStore, SilentConnectionsDoNotKeepClientsOut) {
                   "here");
       }
     });
-    EXPECT_LT(tcp::Clock::now() - started, std::chrono::seconds(4));
+    EXPECT_LT(net::Clock::now() - started, std::chrono::seconds(4));
   }
   log = ::testing::internal::GetCapturedStderr();
   // At most 10 lines one by one per 10 s, then one summary line.
@@ -352,31 +352,31 @@ TEST(TcpStore, OutOfDescriptorsTheOldestSilentConnectionMakesRoom) {
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   // Every socket this test dials exists before the descriptors run out; connect() needs none.
-  std::vector<tcp::Fd> silent;
+  std::vector<net::Fd> silent;
   for (int i = 0; i < 40; ++i)
     silent.emplace_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  tcp::Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  net::Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   rlimit low = saved;
   low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 512);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::vector<tcp::Fd> filler;
+  std::vector<net::Fd> filler;
   for (int fd = ::dup(0); fd >= 0; fd = ::dup(0)) filler.emplace_back(fd);
   for (int i = 0; i < 10; ++i) filler.pop_back();  // the server accepts 10 of the silent ones
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(server.port());
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const auto connect_socket = [&](tcp::Fd& socket) {
+  const auto connect_socket = [&](net::Fd& socket) {
     return ::connect(socket.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   };
   for (auto& socket : silent) ASSERT_TRUE(connect_socket(socket));
   ASSERT_TRUE(connect_socket(client));
-  tcp::set_nonblocking(client.get());
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kStoreClient;
+  net::set_nonblocking(client.get());
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kStoreClient;
   std::string failure;
   try {
-    tcp::dial_handshake(client.get(), "s", hello, -1, "test client", "the store",
+    net::dial_handshake(client.get(), "s", hello, -1, "test client", "the store",
                         in(milliseconds(3000)));
   } catch (const Error& e) {
     failure = e.what();

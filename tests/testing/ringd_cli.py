@@ -26,7 +26,7 @@ _BRACKETED = re.compile(r"\[(-{1,2}[A-Za-z0-9][\w-]*)")
 FLAG = re.compile(r"-{1,2}[A-Za-z0-9][\w-]*")
 # Words that stand for something (HOST:PORT, N, LAUNCH_ARGS..., $ORDINAL, <ns>, ...).
 _PLACEHOLDER = re.compile(r"^([A-Z0-9_:.,/]+|\.\.\.|\$.*|<.*>?|.*>)$")
-EXEC_OPTIONS_WITH_VALUE = ("--port", "--timeout")  # src/launcher/agent_command.cc, exec
+EXEC_OPTIONS_WITH_VALUE = ("--port", "--timeout")  # src/cli/agent_command.cc, exec
 
 
 def is_ringd(word):

@@ -14,8 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "net/socket.h"
 #include "ringd/store.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp_test_support.h"
 
 namespace ringd {
@@ -93,7 +93,7 @@ std::vector<std::string> pair_algorithms(const std::string& congestion) {
   for (int rank = 0; rank < 3; ++rank) {
     const std::string address =
         to_string(store.get("tcp/" + std::to_string(rank), std::chrono::milliseconds(1000)));
-    ports.insert(tcp::parse_endpoint(address, "test").port);
+    ports.insert(net::parse_endpoint(address, "test").port);
   }
   std::vector<std::string> algorithms;
   for (const int fd : sockets_on(ports)) algorithms.push_back(congestion_of(fd));
@@ -139,16 +139,16 @@ TEST(TcpCongestion, AnAlgorithmTheKernelRefusesIsNamedWithWhatItOffers) {
 // ringd's default where a kernel or sandbox lacks it: the socket keeps the kernel's default and
 // the job goes on (one warning per process), unlike a name someone chose (above).
 TEST(TcpCongestion, ADefaultTheKernelRefusesLeavesItsOwn) {
-  const tcp::Fd listener = tcp::listen_on("127.0.0.1", 0, {0, "nosuchcc", false});
+  const net::Fd listener = net::listen_on("127.0.0.1", 0, {0, "nosuchcc", false});
   ASSERT_TRUE(listener.valid());
   EXPECT_EQ(congestion_of(listener.get()), kernel_default());
   int error = 0;
-  const tcp::Fd socket =
-      tcp::connect_to({"127.0.0.1", tcp::local_port(listener.get())}, {0, "nosuchcc", false},
+  const net::Fd socket =
+      net::connect_to({"127.0.0.1", net::local_port(listener.get())}, {0, "nosuchcc", false},
                       testing::in(std::chrono::milliseconds(5000)), &error);
-  ASSERT_TRUE(socket.valid()) << tcp::errno_text(error);
+  ASSERT_TRUE(socket.valid()) << net::errno_text(error);
   EXPECT_EQ(congestion_of(socket.get()), kernel_default());
-  EXPECT_THROW(tcp::listen_on("127.0.0.1", 0, {0, "nosuchcc", true}), Error);
+  EXPECT_THROW(net::listen_on("127.0.0.1", 0, {0, "nosuchcc", true}), Error);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <future>
 #include <random>
 
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/socket.h"
+#include "net/handshake.h"
+#include "net/socket.h"
 #include "transport/tcp_test_support.h"
 
 namespace ringd {
@@ -24,12 +24,12 @@ using testing::run_ranks;
 using testing::closed_by_peer;
 using testing::in;
 
-tcp::Fd connect_to_rank(Store& store, int rank) {
-  const tcp::Endpoint endpoint = tcp::parse_endpoint(
+net::Fd connect_to_rank(Store& store, int rank) {
+  const net::Endpoint endpoint = net::parse_endpoint(
       to_string(store.get("tcp/" + std::to_string(rank), milliseconds(10000))), "test");
   int error = 0;
-  tcp::Fd socket = tcp::connect_to(endpoint, {}, in(milliseconds(5000)), &error);
-  EXPECT_TRUE(socket.valid()) << tcp::errno_text(error);
+  net::Fd socket = net::connect_to(endpoint, {}, in(milliseconds(5000)), &error);
+  EXPECT_TRUE(socket.valid()) << net::errno_text(error);
   return socket;
 }
 
@@ -63,20 +63,20 @@ TEST(TcpIntruder, GarbageAndForeignVersionDuringAnExchange) {
   std::promise<void> intruders_done;
   std::thread intruders([&] {
     {  // 1 MB of random bytes
-      tcp::Fd socket = connect_to_rank(store, 0);
+      net::Fd socket = connect_to_rank(store, 0);
       std::vector<uint8_t> garbage(1 << 20);
       std::mt19937 random(12345);
       for (auto& byte : garbage) byte = static_cast<uint8_t>(random());
       int error = 0;
-      tcp::send_all(socket.get(), garbage.data(), garbage.size(), in(milliseconds(10000)), &error);
+      net::send_all(socket.get(), garbage.data(), garbage.size(), in(milliseconds(10000)), &error);
       garbage_closed = closed_by_peer(socket.get(), in(milliseconds(10000)));
     }
     {  // a well-formed header of protocol v99
-      tcp::Fd socket = connect_to_rank(store, 0);
-      std::vector<uint8_t> hello = tcp::encode_handshake_header(tcp::HandshakeType::kHello, 48, 99);
+      net::Fd socket = connect_to_rank(store, 0);
+      std::vector<uint8_t> hello = net::encode_handshake_header(net::HandshakeType::kHello, 48, 99);
       hello.resize(hello.size() + 48, 0);
       int error = 0;
-      tcp::send_all(socket.get(), hello.data(), hello.size(), in(milliseconds(10000)), &error);
+      net::send_all(socket.get(), hello.data(), hello.size(), in(milliseconds(10000)), &error);
       version_closed = closed_by_peer(socket.get(), in(milliseconds(10000)));
     }
     intruders_done.set_value();
@@ -89,14 +89,14 @@ TEST(TcpIntruder, GarbageAndForeignVersionDuringAnExchange) {
   RINGD_EXPECT_CONTAINS(log, "rank 0: rejected connection from 127.0.0.1:");
   RINGD_EXPECT_CONTAINS(log, "not a ringd peer");
   RINGD_EXPECT_CONTAINS(
-      log, "peer speaks ringd protocol v99, this is v" + std::to_string(tcp::kProtocolVersion));
+      log, "peer speaks ringd protocol v99, this is v" + std::to_string(net::kProtocolVersion));
 }
 
 TEST(TcpIntruder, WrongSecretAndDuplicateRankAreRejected) {
   MemoryStore store;
   auto contexts = connect_ranks(2, store);
   const std::string address = to_string(store.get("tcp/0", milliseconds(1000)));
-  tcp::HelloInfo hello;
+  net::HelloInfo hello;
   hello.rank = 1;
   hello.target_rank = 0;
   hello.world_size = 2;
@@ -107,9 +107,9 @@ TEST(TcpIntruder, WrongSecretAndDuplicateRankAreRejected) {
   std::vector<Error> errors;
   std::thread intruders([&] {
     for (const std::string secret : {"not-the-secret", "test-secret"}) {
-      tcp::Fd socket = connect_to_rank(store, 0);
+      net::Fd socket = connect_to_rank(store, 0);
       errors.push_back(expect_error([&] {
-        tcp::dial_handshake(socket.get(), secret, hello, 0, "intruder", "rank 0 (" + address + ")",
+        net::dial_handshake(socket.get(), secret, hello, 0, "intruder", "rank 0 (" + address + ")",
                             in(milliseconds(5000)));
       }));
     }
@@ -130,7 +130,7 @@ TEST(TcpIntruder, SilentConnectionDoesNotBlockTheMeshAndTimesOut) {
   MemoryStore store;
   ::testing::internal::CaptureStderr();
   std::vector<std::unique_ptr<Context>> contexts(2);
-  tcp::Fd silent, half_header;
+  net::Fd silent, half_header;
   std::promise<void> intruders_connected;
   std::shared_future<void> connected = intruders_connected.get_future().share();
   run_ranks(3, [&](int thread) {
@@ -138,7 +138,7 @@ TEST(TcpIntruder, SilentConnectionDoesNotBlockTheMeshAndTimesOut) {
       silent = connect_to_rank(store, 0);
       half_header = connect_to_rank(store, 0);
       int error = 0;
-      tcp::send_all(half_header.get(), "RNGD\x01", 5, in(milliseconds(1000)), &error);
+      net::send_all(half_header.get(), "RNGD\x01", 5, in(milliseconds(1000)), &error);
       intruders_connected.set_value();
       return;
     }
@@ -149,41 +149,41 @@ TEST(TcpIntruder, SilentConnectionDoesNotBlockTheMeshAndTimesOut) {
   nothing.set_value();
   exchange(contexts, 10, nothing.get_future().share());
   // The acceptor's handshake deadline closes both.
-  EXPECT_TRUE(closed_by_peer(silent.get(), in(tcp::kHandshakeTimeout + milliseconds(5000))));
+  EXPECT_TRUE(closed_by_peer(silent.get(), in(net::kHandshakeTimeout + milliseconds(5000))));
   EXPECT_TRUE(closed_by_peer(half_header.get(), in(milliseconds(5000))));
   const std::string log = ::testing::internal::GetCapturedStderr();
   RINGD_EXPECT_CONTAINS(log, "handshake not completed within 5000 ms");
 }
 
 TEST(TcpIntruder, DialerReportsAForeignProtocolVersion) {
-  tcp::Fd listener = tcp::listen_on("127.0.0.1", 0, {});
-  const uint16_t port = tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on("127.0.0.1", 0, {});
+  const uint16_t port = net::local_port(listener.get());
   std::thread fake_acceptor([&] {
     pollfd entry{listener.get(), POLLIN, 0};
     ASSERT_EQ(::poll(&entry, 1, 5000), 1);
-    tcp::Fd socket(::accept(listener.get(), nullptr, nullptr));
+    net::Fd socket(::accept(listener.get(), nullptr, nullptr));
     std::vector<uint8_t> reply =
-        tcp::encode_handshake_header(tcp::HandshakeType::kChallenge, 0, tcp::kProtocolVersion + 1);
+        net::encode_handshake_header(net::HandshakeType::kChallenge, 0, net::kProtocolVersion + 1);
     int error = 0;
-    tcp::send_all(socket.get(), reply.data(), reply.size(), in(milliseconds(5000)), &error);
+    net::send_all(socket.get(), reply.data(), reply.size(), in(milliseconds(5000)), &error);
     closed_by_peer(socket.get(), in(milliseconds(5000)));
   });
   int error = 0;
-  tcp::Fd socket =
-      tcp::connect_to(tcp::Endpoint{"127.0.0.1", port}, {}, in(milliseconds(5000)), &error);
+  net::Fd socket =
+      net::connect_to(net::Endpoint{"127.0.0.1", port}, {}, in(milliseconds(5000)), &error);
   ASSERT_TRUE(socket.valid());
-  tcp::HelloInfo hello;
+  net::HelloInfo hello;
   hello.rank = 1;
   hello.target_rank = 0;
   hello.world_size = 2;
   const Error result = expect_error([&] {
-    tcp::dial_handshake(socket.get(), "s", hello, 0, "rank 1", "peer rank 0",
+    net::dial_handshake(socket.get(), "s", hello, 0, "rank 1", "peer rank 0",
                         in(milliseconds(5000)));
   });
   socket.reset();
   fake_acceptor.join();
   EXPECT_EQ(result.code(), ErrorCode::kProtocol);
-  const uint32_t version = tcp::kProtocolVersion;
+  const uint32_t version = net::kProtocolVersion;
   RINGD_EXPECT_CONTAINS(result.what(), "rank 1: peer rank 0: peer speaks ringd protocol v" +
                                            std::to_string(version + 1) + ", this is v" +
                                            std::to_string(version));
@@ -201,8 +201,8 @@ TEST(TcpIntruder, AFloodOfSilentConnectionsDoesNotKeepRanksOut) {
   std::unique_ptr<testing::SilentFlood> flood;
   run_ranks(5, [&](int thread) {
     if (thread == 4) {
-      const tcp::Endpoint rank0 =
-          tcp::parse_endpoint(to_string(store.get("tcp/0", milliseconds(10000))), "test");
+      const net::Endpoint rank0 =
+          net::parse_endpoint(to_string(store.get("tcp/0", milliseconds(10000))), "test");
       flood = std::make_unique<testing::SilentFlood>(rank0, 200);
       flooding.set_value();
       return;

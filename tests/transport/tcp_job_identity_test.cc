@@ -7,9 +7,9 @@
 #include <future>
 #include <latch>
 
+#include "net/handshake.h"
+#include "net/socket.h"
 #include "ringd/collectives.h"
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp_test_support.h"
 
 namespace ringd {
@@ -101,17 +101,17 @@ TEST(TcpJobIdentity, AHelloOfAnotherJobIsRefused) {
   auto contexts = testing::connect_ranks(2, store);
   const std::string address = to_string(store.get("tcp/0", milliseconds(1000)));
   int error = 0;
-  tcp::Fd socket =
-      tcp::connect_to(tcp::parse_endpoint(address, "test"), {}, in(milliseconds(5000)), &error);
+  net::Fd socket =
+      net::connect_to(net::parse_endpoint(address, "test"), {}, in(milliseconds(5000)), &error);
   ASSERT_TRUE(socket.valid());
-  tcp::HelloInfo hello;
+  net::HelloInfo hello;
   hello.rank = 1;
   hello.target_rank = 0;
   hello.world_size = 2;
   hello.job_id = std::string(32, 'a');
   ::testing::internal::CaptureStderr();
   const Error refused = expect_error([&] {
-    tcp::dial_handshake(socket.get(), "test-secret", hello, 0, "rank 1 of job aaaa", "rank 0",
+    net::dial_handshake(socket.get(), "test-secret", hello, 0, "rank 1 of job aaaa", "rank 0",
                         in(milliseconds(5000)));
   });
   ::testing::internal::GetCapturedStderr();

@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "net/socket.h"
 #include "ringd/error.h"
 #include "ringd/store.h"
 #include "ringd/tcp.h"
 #include "ringd/transport.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::testing {
 
@@ -75,14 +75,14 @@ Error expect_error(Body&& body) {
 }
 
 // A deadline `delay` from now.
-inline tcp::Deadline in(std::chrono::milliseconds delay) { return tcp::Clock::now() + delay; }
+inline net::Deadline in(std::chrono::milliseconds delay) { return net::Clock::now() + delay; }
 
 // True once the other side closed the connection (EOF or reset) before `deadline`.
-inline bool closed_by_peer(int fd, tcp::Deadline deadline) {
+inline bool closed_by_peer(int fd, net::Deadline deadline) {
   char sink[4096];
   for (;;) {
     pollfd entry{fd, POLLIN, 0};
-    if (::poll(&entry, 1, static_cast<int>(tcp::remaining_ms(deadline))) <= 0) return false;
+    if (::poll(&entry, 1, static_cast<int>(net::remaining_ms(deadline))) <= 0) return false;
     const ssize_t got = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
     if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return true;
   }
@@ -93,7 +93,7 @@ inline bool closed_by_peer(int fd, tcp::Deadline deadline) {
 // rank 0's rendezvous port kept every rank out).
 class SilentFlood {
  public:
-  SilentFlood(tcp::Endpoint endpoint, size_t count) : endpoint_(std::move(endpoint)) {
+  SilentFlood(net::Endpoint endpoint, size_t count) : endpoint_(std::move(endpoint)) {
     for (size_t i = 0; i < count; ++i) sockets_.push_back(dial());
     thread_ = std::thread([this] { run(); });
   }
@@ -104,9 +104,9 @@ class SilentFlood {
   size_t redials() const { return redials_.load(); }
 
  private:
-  tcp::Fd dial() {
+  net::Fd dial() {
     int error = 0;
-    return tcp::connect_to(endpoint_, {}, in(std::chrono::milliseconds(2000)), &error);
+    return net::connect_to(endpoint_, {}, in(std::chrono::milliseconds(2000)), &error);
   }
   void run() {
     while (!stop_) {
@@ -125,8 +125,8 @@ class SilentFlood {
     }
   }
 
-  const tcp::Endpoint endpoint_;
-  std::vector<tcp::Fd> sockets_;
+  const net::Endpoint endpoint_;
+  std::vector<net::Fd> sockets_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> redials_{0};
   std::thread thread_;

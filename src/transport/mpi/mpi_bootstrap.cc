@@ -13,11 +13,11 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "net/socket.h"
 #include "rendezvous/job_membership.h"
 #include "ringd/mpi.h"
 #include "ringd/tcp.h"
 #include "transport/mpi/mpi_errors.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd {
 namespace {
@@ -63,7 +63,7 @@ std::unique_ptr<Store> mpi_bootstrap_store(MPI_Comm comm, const std::string& sec
       // Where peers can reach rank 0: the interface's address (--iface, else RINGD_IFACE), else
       // this host name's, else loopback.
       const std::string host =
-          tcp::default_host_address(interface.empty() ? tunables().interface : interface);
+          net::default_host_address(interface.empty() ? tunables().interface : interface);
       server = std::make_unique<TcpStoreServer>("0.0.0.0", 0, secret);
       const std::string address = host + ":" + std::to_string(server->port());
       message = rendezvous::new_job_id() + " " + address;

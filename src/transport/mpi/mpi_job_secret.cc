@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <array>
 
+#include "net/socket.h"
 #include "ringd/mpi.h"
 #include "transport/mpi/mpi_errors.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd {
 
@@ -27,7 +27,7 @@ std::string mpi_job_secret(MPI_Comm comm, const std::string& configured) {
     if (!configured.empty()) {
       message[0] = '!';
     } else {
-      const std::string secret = tcp::random_hex(32);
+      const std::string secret = net::random_hex(32);
       std::copy(secret.begin(), secret.end(), message.begin());
     }
   }

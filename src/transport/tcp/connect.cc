@@ -7,11 +7,11 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "net/handshake.h"
 #include "rendezvous/job_membership.h"
 #include "ringd/error.h"
 #include "ringd/tcp.h"
 #include "transport/tcp/device.h"
-#include "transport/tcp/handshake.h"
 
 namespace ringd {
 namespace {
@@ -22,20 +22,20 @@ tcp::ResolvedTcpOptions resolve(const TcpOptions& options, int size) {
   const std::string& interface =
       options.interface.empty() ? tunables().interface : options.interface;
   resolved.bind_host =
-      options.bind_address.empty() ? tcp::default_host_address(interface) : options.bind_address;
+      options.bind_address.empty() ? net::default_host_address(interface) : options.bind_address;
   resolved.advertise_host = options.advertise_address;
   if (resolved.advertise_host.empty()) {
     resolved.advertise_host =
-        resolved.bind_host == "0.0.0.0" ? tcp::default_host_address(interface) : resolved.bind_host;
+        resolved.bind_host == "0.0.0.0" ? net::default_host_address(interface) : resolved.bind_host;
   }
   resolved.port = options.port;
-  resolved.secret = size > 1 ? tcp::resolve_secret(options.secret) : options.secret;
+  resolved.secret = size > 1 ? net::resolve_secret(options.secret) : options.secret;
   resolved.job_id = options.job_id;
   resolved.timeout = options.timeout.count() > 0 ? options.timeout : tunables().timeout;
-  resolved.socket = tcp::data_socket_tuning();  // what the options leave unset
+  resolved.socket = net::data_socket_tuning();  // what the options leave unset
   if (options.socket_buffer_bytes > 0) resolved.socket.buffer_bytes = options.socket_buffer_bytes;
   if (!options.tcp_congestion.empty()) {
-    resolved.socket.congestion = tcp::congestion_setting(options.tcp_congestion);
+    resolved.socket.congestion = net::congestion_setting(options.tcp_congestion);
     resolved.socket.congestion_required = true;  // chosen by the caller
   }
   return resolved;
@@ -46,15 +46,15 @@ std::string store_key(int rank) { return "tcp/" + std::to_string(rank); }
 // Connects to `peer` and runs the handshake, retrying refused or dropped connections with
 // exponential back-off (10 ms .. 1 s) until `deadline`. Authentication and protocol failures are
 // final.
-tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, int peer,
+net::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, int peer,
                   const std::string& peer_address, const std::string& own_address,
-                  tcp::Deadline deadline) {
-  const tcp::Endpoint endpoint =
-      tcp::parse_endpoint(peer_address, "rendezvous entry " + store_key(peer));
+                  net::Deadline deadline) {
+  const net::Endpoint endpoint =
+      net::parse_endpoint(peer_address, "rendezvous entry " + store_key(peer));
   const std::string self = "rank " + std::to_string(rank);
   const std::string peer_name = "peer rank " + std::to_string(peer) + " (" + peer_address + ")";
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kPair;
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kPair;
   hello.rank = rank;
   hello.target_rank = peer;
   hello.world_size = size;
@@ -62,7 +62,7 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
   hello.address = own_address;
   std::string last_error;
   int attempts = 0;
-  tcp::Fd socket = tcp::dial_with_retry(endpoint, options.socket, options.secret, hello, peer, self,
+  net::Fd socket = net::dial_with_retry(endpoint, options.socket, options.secret, hello, peer, self,
                                         peer_name, deadline, &last_error, &attempts);
   if (!socket.valid()) {
     RINGD_THROW(kTimeout, self << ": could not connect to " << peer_name << " within "
@@ -77,24 +77,24 @@ tcp::Fd dial_peer(const tcp::ResolvedTcpOptions& options, int rank, int size, in
 // process being refused), so a job that formed with the other claimant fails on every rank.
 void send_conflict_notices(Store& store, const tcp::ResolvedTcpOptions& options, int rank, int size,
                            const std::string& who) {
-  tcp::HelloInfo hello;
-  hello.kind = tcp::PeerKind::kConflictNotice;
+  net::HelloInfo hello;
+  hello.kind = net::PeerKind::kConflictNotice;
   hello.rank = rank;
   hello.world_size = size;
   hello.job_id = options.job_id;
   hello.address = who;
-  const tcp::Deadline deadline = tcp::Clock::now() + std::chrono::seconds(5);
+  const net::Deadline deadline = net::Clock::now() + std::chrono::seconds(5);
   for (int peer = 0; peer < size; ++peer) {
     try {
       const std::string address =
           to_string(store.get(store_key(peer), std::chrono::milliseconds(0)));
       const std::string self = "rank " + std::to_string(rank) + " (refused)";
       int error = 0;
-      tcp::Fd socket = tcp::connect_to(tcp::parse_endpoint(address, store_key(peer)),
+      net::Fd socket = net::connect_to(net::parse_endpoint(address, store_key(peer)),
                                        options.socket, deadline, &error);
       if (!socket.valid()) continue;
       hello.target_rank = peer;
-      tcp::dial_handshake(socket.get(), options.secret, hello, peer, self,
+      net::dial_handshake(socket.get(), options.secret, hello, peer, self,
                           "rank " + std::to_string(peer) + " (" + address + ")", deadline);
     } catch (const Error&) {
       // Not published, gone, or of another job: nothing to tell.
@@ -121,19 +121,19 @@ void claim_rank(Store& store, const tcp::ResolvedTcpOptions& options, int rank, 
 
 // Dials the lower ranks and waits for the higher ones to dial in.
 void connect_mesh(Store& store, const tcp::ResolvedTcpOptions& resolved, int rank, int size,
-                  tcp::TcpDevice& device, tcp::Deadline deadline) {
+                  tcp::TcpDevice& device, net::Deadline deadline) {
   for (int peer = 0; peer < rank; ++peer) {
     std::string address;
     try {
       address = to_string(
-          store.get(store_key(peer), std::chrono::milliseconds(tcp::remaining_ms(deadline))));
+          store.get(store_key(peer), std::chrono::milliseconds(net::remaining_ms(deadline))));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout) throw;
       RINGD_THROW(kTimeout, "rank " << rank << ": waiting for the address of peer rank " << peer
                                     << " in the rendezvous store: " << e.what()
                                     << " — did that rank start?");
     }
-    tcp::Fd socket =
+    net::Fd socket =
         dial_peer(resolved, rank, size, peer, address, device.listen_address(), deadline);
     device.attach_dialed(peer, address, std::move(socket));
   }
@@ -146,7 +146,7 @@ std::unique_ptr<Context> tcp_connect(Store& store, int rank, int size, const Tcp
   RINGD_CHECK_ARG(size >= 1 && rank >= 0 && rank < size,
                   "tcp_connect: invalid rank " << rank << " for world size " << size);
   tcp::ResolvedTcpOptions resolved = resolve(options, size);
-  const tcp::Deadline deadline = tcp::Clock::now() + resolved.timeout;
+  const net::Deadline deadline = net::Clock::now() + resolved.timeout;
   resolved.job_id = rendezvous::join_job(store, rank, size, options.job_id, options.job_source);
   auto device = std::make_shared<tcp::TcpDevice>(rank, size, resolved);
   claim_rank(store, resolved, rank, size, device->listen_address());

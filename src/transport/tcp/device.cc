@@ -17,18 +17,17 @@ TcpDevice::TcpDevice(int rank, int size, const ResolvedTcpOptions& options)
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank) channels_[peer] = std::make_shared<PairChannel>(rank, peer, loop_);
   }
-  Fd listener = listen_on(options.bind_host, options.port, options.socket);
-  listen_address_ = options.advertise_host + ":" + std::to_string(local_port(listener.get()));
-  Acceptor::Callbacks callbacks;
-  callbacks.admit = [this](const HelloInfo& hello) { return admit(hello); };
-  callbacks.on_admitted = [this](Fd socket, const HelloInfo& hello) {
+  net::Fd listener = net::listen_on(options.bind_host, options.port, options.socket);
+  listen_address_ = options.advertise_host + ":" + std::to_string(net::local_port(listener.get()));
+  net::Acceptor::Callbacks callbacks;
+  callbacks.admit = [this](const net::HelloInfo& hello) { return admit(hello); };
+  callbacks.on_admitted = [this](net::Fd socket, const net::HelloInfo& hello) {
     on_admitted(std::move(socket), hello);
   };
-  callbacks.on_rejected = [this](const HelloInfo* hello, ErrorCode code, const std::string& why) {
-    on_rejected(hello, code, why);
-  };
-  acceptor_ = std::make_shared<Acceptor>(loop_, std::move(listener), options.secret, rank,
-                                         "rank " + std::to_string(rank), std::move(callbacks));
+  callbacks.on_rejected = [this](const net::HelloInfo* hello, ErrorCode code,
+                                 const std::string& why) { on_rejected(hello, code, why); };
+  acceptor_ = std::make_shared<net::Acceptor>(loop_, std::move(listener), options.secret, rank,
+                                              "rank " + std::to_string(rank), std::move(callbacks));
   acceptor_->start(acceptor_);
   RINGD_LOG(kInfo) << "rank " << rank << ": tcp transport listening on " << listen_address_;
 }
@@ -45,15 +44,15 @@ TcpDevice::~TcpDevice() {
   }
 }
 
-void TcpDevice::attach_dialed(int peer, const std::string& peer_address, Fd socket) {
+void TcpDevice::attach_dialed(int peer, const std::string& peer_address, net::Fd socket) {
   channels_[peer]->set_peer_address(peer_address);
   channels_[peer]->attach(std::move(socket));
   std::lock_guard<std::mutex> lock(mutex_);
   connected_[peer] = true;
 }
 
-std::string TcpDevice::admit(const HelloInfo& hello) {
-  if (hello.kind != PeerKind::kPair && hello.kind != PeerKind::kConflictNotice) {
+std::string TcpDevice::admit(const net::HelloInfo& hello) {
+  if (hello.kind != net::PeerKind::kPair && hello.kind != net::PeerKind::kConflictNotice) {
     return "this port serves ringd rank pairs, not the TCP store";
   }
   if (hello.job_id != job_id_) {
@@ -62,7 +61,7 @@ std::string TcpDevice::admit(const HelloInfo& hello) {
            " — a rank of another job dialed this one (stale rendezvous data, or two jobs on one "
            "--rendezvous)";
   }
-  if (hello.kind == PeerKind::kConflictNotice) {
+  if (hello.kind == net::PeerKind::kConflictNotice) {
     if (hello.rank < 0 || hello.rank >= size_) return "conflict notice for no rank of this job";
     // Acted on here, before the notice is answered: a refused claimant that has sent its notices
     // knows that every rank it reached has already failed.
@@ -89,7 +88,7 @@ std::string TcpDevice::admit(const HelloInfo& hello) {
   return "";
 }
 
-void TcpDevice::fail_on_conflict(const HelloInfo& notice) {
+void TcpDevice::fail_on_conflict(const net::HelloInfo& notice) {
   std::string holder = "this process";
   if (notice.rank != rank_) {
     holder = "peer " + channels_[notice.rank]->description();
@@ -102,8 +101,9 @@ void TcpDevice::fail_on_conflict(const HelloInfo& notice) {
            "this job's results cannot be trusted, restart it on a rendezvous address of its own");
 }
 
-void TcpDevice::on_admitted(Fd socket, const HelloInfo& hello) {
-  if (hello.kind == PeerKind::kConflictNotice) return;  // admit() failed the job; closes the socket
+void TcpDevice::on_admitted(net::Fd socket, const net::HelloInfo& hello) {
+  if (hello.kind == net::PeerKind::kConflictNotice)
+    return;  // admit() failed the job; closes the socket
   channels_[hello.rank]->set_peer_address(hello.address);
   channels_[hello.rank]->attach(std::move(socket));
   {
@@ -113,7 +113,8 @@ void TcpDevice::on_admitted(Fd socket, const HelloInfo& hello) {
   changed_.notify_all();
 }
 
-void TcpDevice::on_rejected(const HelloInfo* hello, ErrorCode code, const std::string& reason) {
+void TcpDevice::on_rejected(const net::HelloInfo* hello, ErrorCode code,
+                            const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   last_rejection_ = reason;
   if (code == ErrorCode::kAuth && hello && hello->rank > rank_ && hello->rank < size_ &&
@@ -140,7 +141,7 @@ std::string TcpDevice::failure() const {
   return job_failure_;
 }
 
-void TcpDevice::wait_for_acceptances(Deadline deadline) {
+void TcpDevice::wait_for_acceptances(net::Deadline deadline) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto all_connected = [&] {
     if (!job_failure_.empty()) return true;

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "transport/tcp/acceptor.h"
-#include "transport/tcp/io_loop.h"
+#include "net/acceptor.h"
+#include "net/io_loop.h"
 #include "transport/tcp/pair.h"
 
 namespace ringd::tcp {
@@ -28,7 +28,7 @@ struct ResolvedTcpOptions {
   std::string secret;
   std::string job_id;  // the job this rank joined (rendezvous/job_membership.h)
   std::chrono::milliseconds timeout{0};
-  SocketTuning socket;  // buffer sizes and congestion control of every pair's socket
+  net::SocketTuning socket;  // buffer sizes and congestion control of every pair's socket
 };
 
 class TcpDevice {
@@ -41,11 +41,11 @@ class TcpDevice {
   const std::string& listen_address() const { return listen_address_; }  // advertised host:port
   std::shared_ptr<PairChannel> channel(int peer) const { return channels_[peer]; }
   // A socket this rank dialed to `peer` (< rank) and authenticated.
-  void attach_dialed(int peer, const std::string& peer_address, Fd socket);
+  void attach_dialed(int peer, const std::string& peer_address, net::Fd socket);
   // Blocks until every rank above this one has connected. At the deadline throws kAuth when
   // a connection claiming a missing rank failed the secret check, else kTimeout; throws kMismatch
   // at once when a conflict notice arrived.
-  void wait_for_acceptances(Deadline deadline);
+  void wait_for_acceptances(net::Deadline deadline);
   // Fails the job: every pair is aborted with `reason` (each peer is told), and a wait for
   // acceptances throws it. For a second claim of a rank (a conflict notice, or one recorded in
   // the store). Any thread.
@@ -54,18 +54,18 @@ class TcpDevice {
   std::string failure() const;
 
  private:
-  std::string admit(const HelloInfo& hello);  // the I/O thread
-  void on_admitted(Fd socket, const HelloInfo& hello);
-  void fail_on_conflict(const HelloInfo& notice);  // fail_job() naming both claimants
-  void on_rejected(const HelloInfo* hello, ErrorCode code, const std::string& reason);
+  std::string admit(const net::HelloInfo& hello);  // the I/O thread
+  void on_admitted(net::Fd socket, const net::HelloInfo& hello);
+  void fail_on_conflict(const net::HelloInfo& notice);  // fail_job() naming both claimants
+  void on_rejected(const net::HelloInfo* hello, ErrorCode code, const std::string& reason);
 
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
   const std::string job_id_;
-  IoLoop loop_;  // declared first: destroyed last
+  net::IoLoop loop_;  // declared first: destroyed last
   std::vector<std::shared_ptr<PairChannel>> channels_;
-  std::shared_ptr<Acceptor> acceptor_;
+  std::shared_ptr<net::Acceptor> acceptor_;
   std::string listen_address_;
 
   mutable std::mutex mutex_;

@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "common/tunables.h"
-#include "transport/tcp/handshake.h"
+#include "net/handshake.h"
 
 namespace ringd::tcp {
 namespace {
@@ -22,7 +22,7 @@ void set_receive_low_water(int fd, int bytes) {
 
 }  // namespace
 
-PairChannel::PairChannel(int rank, int peer, IoLoop& loop)
+PairChannel::PairChannel(int rank, int peer, net::IoLoop& loop)
     : rank_(rank), peer_(peer), loop_(loop) {}
 
 PairChannel::~PairChannel() = default;
@@ -43,7 +43,7 @@ std::string PairChannel::describe_op(const PairOp& op) const {
          peer_address_ + ")";
 }
 
-void PairChannel::attach(Fd socket) {
+void PairChannel::attach(net::Fd socket) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) return;  // closed while connecting: drop the socket
@@ -51,7 +51,7 @@ void PairChannel::attach(Fd socket) {
     read_socket_.reset(::fcntl(socket_.get(), F_DUPFD_CLOEXEC, 0));
     if (!read_socket_.valid()) {
       RINGD_THROW(kIo, "rank " << rank_ << ": cannot duplicate the socket to peer rank " << peer_
-                               << ": " << errno_text(errno));
+                               << ": " << net::errno_text(errno));
     }
     loop_id_ = loop_.add_split(socket_.get(), read_socket_.get(), shared_from_this());
   }
@@ -65,8 +65,8 @@ std::shared_ptr<PairOp> PairChannel::post(bool is_send, const void* data, size_t
   op->data = static_cast<char*>(const_cast<void*>(data));
   op->bytes = bytes;
   op->tag = tag;
-  op->header = MessageHeader{kDataMagic | kProtocolVersion, 0, tag, bytes};
-  IoLoop::Id wake_id = 0;
+  op->header = MessageHeader{kDataMagic | net::kProtocolVersion, 0, tag, bytes};
+  net::IoLoop::Id wake_id = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_) {
@@ -126,7 +126,7 @@ bool PairChannel::waiter_reads_locked(const PairOp& op) const {
          recvs_.front().get() == &op;
 }
 
-bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline) {
+bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, net::Deadline deadline) {
   if (progress_recv_locked()) {
     completed_.notify_all();
     return true;
@@ -150,14 +150,15 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   lock.unlock();
   // No polling slices: data, EOF, and close_socket_locked's shutdown() all wake poll, so a
   // missed wake-up would show as a timeout, not as a hidden delay.
-  const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining_ms(deadline), 0, 1 << 30));
+  const int wait_ms =
+      static_cast<int>(std::clamp<int64_t>(net::remaining_ms(deadline), 0, 1 << 30));
   int ready = 0;
   if (const int spin_us = low_water > 1 ? 0 : tunables().spin_us; spin_us > 0) {
     // RINGD_SPIN_US: look again without blocking, yielding the CPU in between, before sleeping.
     // Bounded, and sched_yield() hands the core to any other runnable rank, so ranks that
     // outnumber the cores still progress; what it saves is the wake-up of an idle core.
-    const Deadline spin_end = Clock::now() + std::chrono::microseconds(spin_us);
-    while ((ready = ::poll(&readable, 1, 0)) == 0 && Clock::now() < spin_end) sched_yield();
+    const net::Deadline spin_end = net::Clock::now() + std::chrono::microseconds(spin_us);
+    while ((ready = ::poll(&readable, 1, 0)) == 0 && net::Clock::now() < spin_end) sched_yield();
   }
   if (ready == 0) ready = ::poll(&readable, 1, wait_ms);
   lock.lock();
@@ -165,7 +166,7 @@ bool PairChannel::waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadlin
   // waiter's header must wake for any byte.
   if (low_water > 1 && socket_.valid()) set_receive_low_water(socket_.get(), 1);
   if (--pollers_ == 0) closed_socket_.reset();
-  return ready != 0 || Clock::now() < deadline;
+  return ready != 0 || net::Clock::now() < deadline;
 }
 
 void PairChannel::restore_loop_reads_locked() {
@@ -180,7 +181,7 @@ void PairChannel::restore_loop_reads_locked() {
 void PairChannel::wait(PairOp& op, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto bounded = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
-  const Deadline deadline = Clock::now() + bounded;
+  const net::Deadline deadline = net::Clock::now() + bounded;
   bool in_time = true;
   while (in_time && !op.done) {
     if (waiter_reads_locked(op)) {
@@ -258,7 +259,7 @@ void PairChannel::close_socket_locked() {
 }
 
 void PairChannel::abort(const std::string& reason) noexcept {
-  IoLoop::Id wake_id = 0;
+  net::IoLoop::Id wake_id = 0;
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || !socket_.valid()) return;
@@ -287,7 +288,7 @@ bool PairChannel::abort_locked(const Error& error, const std::string& reason) {
                        reason.begin() + std::min(reason.size(), kMaxAbortReasonBytes));
   notice->data = notice->owned.data();
   notice->bytes = notice->owned.size();
-  notice->header = MessageHeader{kDataMagic | kProtocolVersion, kFlagAbort, 0, notice->bytes};
+  notice->header = MessageHeader{kDataMagic | net::kProtocolVersion, kFlagAbort, 0, notice->bytes};
   fail_requests_locked(error);  // every user request, pending or future, fails now
   if (partial) sends_.push_back(partial);
   sends_.push_back(notice);

@@ -55,12 +55,12 @@
 #include <string>
 #include <vector>
 
+#include "net/io_loop.h"
+#include "net/socket.h"
 #include "ringd/error.h"
 #include "ringd/transport.h"
 #include "transport/channel_pair.h"
 #include "transport/error_text.h"
-#include "transport/tcp/io_loop.h"
-#include "transport/tcp/socket.h"
 
 namespace ringd::tcp {
 
@@ -96,10 +96,10 @@ struct PairOp {
   std::vector<char> owned;  // internal sends (abort notice, copied rest of a partial message)
 };
 
-class PairChannel : public IoHandler, public std::enable_shared_from_this<PairChannel> {
+class PairChannel : public net::IoHandler, public std::enable_shared_from_this<PairChannel> {
  public:
   static constexpr const char* kTransport = "tcp";
-  PairChannel(int rank, int peer, IoLoop& loop);
+  PairChannel(int rank, int peer, net::IoLoop& loop);
   ~PairChannel() override;
 
   // "rank 3 (10.0.0.4:41000)". The address is the peer's advertised listening address.
@@ -108,7 +108,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   int peer() const { return peer_; }
 
   // Takes over the connected, authenticated socket and starts serving it on the loop.
-  void attach(Fd socket);
+  void attach(net::Fd socket);
   std::shared_ptr<PairOp> post(bool is_send, const void* data, size_t bytes, uint64_t tag);
   // Blocks (condition variable) until `op` is done; throws its error, or kTimeout (which fails
   // the pair) after `timeout`.
@@ -121,7 +121,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   void flush_abort(std::chrono::milliseconds limit);
 
   void on_io(uint32_t events) override;  // the loop thread
-  void restore_reads() override;         // IoLoop::restore_deferred_reads
+  void restore_reads() override;         // net::IoLoop::restore_deferred_reads
 
  private:
   void fail_locked(const Error& error);
@@ -136,7 +136,7 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
   bool waiter_reads_locked(const PairOp& op) const;
   // One round of waiter-driven reading: progress, else sleep in poll() until the socket is
   // readable or `deadline`. Returns false at the deadline.
-  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, Deadline deadline);
+  bool waiter_read_locked(std::unique_lock<std::mutex>& lock, net::Deadline deadline);
   // Read interest of the I/O loop on this socket: back on; off and recorded with
   // IoLoop::defer_reads; and the choice between the two when a waiter is done reading.
   void restore_loop_reads_locked();
@@ -150,17 +150,18 @@ class PairChannel : public IoHandler, public std::enable_shared_from_this<PairCh
 
   const int rank_;
   const int peer_;
-  IoLoop& loop_;
+  net::IoLoop& loop_;
   mutable std::mutex mutex_;
   std::condition_variable completed_;
   std::string peer_address_;
-  Fd socket_;
-  Fd read_socket_;   // a dup of socket_: the I/O loop's read registration (IoLoop::add_split)
+  net::Fd socket_;
+  net::Fd
+      read_socket_;  // a dup of socket_: the I/O loop's read registration (net::IoLoop::add_split)
   int pollers_ = 0;  // threads in poll() on socket_ (with the mutex released)
   bool loop_reads_ = true;  // whether the I/O loop is woken when socket_ becomes readable
-  bool deferred_ = false;   // registered with IoLoop::defer_reads since the last restore_reads
-  Fd closed_socket_;        // closed while polled: shut down, released by the last poller
-  IoLoop::Id loop_id_ = 0;
+  bool deferred_ = false;   // registered with net::IoLoop::defer_reads since the last restore_reads
+  net::Fd closed_socket_;   // closed while polled: shut down, released by the last poller
+  net::IoLoop::Id loop_id_ = 0;
   std::optional<Error> failed_;
   bool aborting_ = false;  // failed_ is set but the abort notice is still being written
   std::string abort_notice_;

@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "transport/tcp/handshake.h"
+#include "net/handshake.h"
 #include "transport/tcp/pair.h"
 
 namespace ringd::tcp {
@@ -33,8 +33,8 @@ void PairChannel::on_io(uint32_t /*events*/) {
 }
 
 void PairChannel::lost_locked(int error, const char* what) {
-  const std::string reason =
-      error == 0 ? std::string("connection closed by the peer (EOF)") : what + errno_text(error);
+  const std::string reason = error == 0 ? std::string("connection closed by the peer (EOF)")
+                                        : what + net::errno_text(error);
   fail_locked(RINGD_MAKE_ERROR(kPeerLost, "rank " << rank_ << ": connection to peer rank " << peer_
                                                   << " (" << peer_address_ << ") lost: " << reason
                                                   << " — the peer process probably died"));
@@ -108,14 +108,14 @@ bool PairChannel::read_header_locked(bool* made_progress) {
       return false;
     }
   }
-  if (incoming_.magic_version != (kDataMagic | kProtocolVersion) ||
+  if (incoming_.magic_version != (kDataMagic | net::kProtocolVersion) ||
       (incoming_.flags & ~kFlagAbort) != 0 ||
       ((incoming_.flags & kFlagAbort) && incoming_.bytes > kMaxAbortReasonBytes)) {
     fail_locked(RINGD_MAKE_ERROR(
         kProtocol, "rank " << rank_ << ": corrupt stream from peer rank " << peer_ << " ("
                            << peer_address_ << "): message header starts with 0x" << std::hex
                            << incoming_.magic_version << " (flags 0x" << incoming_.flags
-                           << "), expected 0x" << (kDataMagic | kProtocolVersion)));
+                           << "), expected 0x" << (kDataMagic | net::kProtocolVersion)));
     return false;
   }
   have_header_ = true;

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "common/sha256.h"
-#include "transport/tcp/handshake.h"
+#include "net/handshake.h"
 
-namespace ringd::tcp::codec {
+namespace ringd::net::codec {
 
 class Writer {
  public:
@@ -94,4 +94,4 @@ bool decode_hello(const std::vector<uint8_t>& body, HelloInfo* out);
 
 std::vector<uint8_t> encode_result(HandshakeStatus status, const std::string& reason);
 
-}  // namespace ringd::tcp::codec
+}  // namespace ringd::net::codec

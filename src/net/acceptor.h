@@ -23,12 +23,12 @@
 #include <memory>
 #include <string>
 
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/io_loop.h"
-#include "transport/tcp/rejection_log.h"
-#include "transport/tcp/socket.h"
+#include "net/handshake.h"
+#include "net/io_loop.h"
+#include "net/rejection_log.h"
+#include "net/socket.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 // What an Acceptor lets strangers hold (see above).
 struct AcceptorLimits {
@@ -93,4 +93,4 @@ class Acceptor : public IoHandler {
   bool accept_paused_ = false;
 };
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

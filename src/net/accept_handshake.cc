@@ -3,10 +3,10 @@
 #include <errno.h>
 #include <sys/socket.h>
 
-#include "transport/tcp/handshake.h"
-#include "transport/tcp/handshake_codec.h"
+#include "net/handshake.h"
+#include "net/handshake_codec.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 namespace {
 
 enum class ReadResult { kIncomplete, kComplete, kClosed };
@@ -153,4 +153,4 @@ AcceptHandshake::State AcceptHandshake::reject(HandshakeStatus status, ErrorCode
   return state_;
 }
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

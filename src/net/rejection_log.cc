@@ -1,8 +1,8 @@
-#include "transport/tcp/rejection_log.h"
+#include "net/rejection_log.h"
 
 #include "common/logging.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 namespace {
 constexpr size_t kMaxSources = 8;  // sources named in a summary; the rest are "others"
 }  // namespace
@@ -73,4 +73,4 @@ void RejectionLog::flush() {
   counting_ = false;
 }
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -1,11 +1,11 @@
-#include "transport/tcp/handshake_codec.h"
+#include "net/handshake_codec.h"
 
 #include <bit>
 #include <sstream>
 
 #include "common/text.h"
 
-namespace ringd::tcp::codec {
+namespace ringd::net::codec {
 
 static_assert(std::endian::native == std::endian::little,
               "ringd writes its little-endian wire format with memcpy; port the codec first");
@@ -129,4 +129,4 @@ std::vector<uint8_t> encode_result(HandshakeStatus status, const std::string& re
   return std::move(writer.bytes());
 }
 
-}  // namespace ringd::tcp::codec
+}  // namespace ringd::net::codec

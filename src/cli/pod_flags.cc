@@ -1,12 +1,12 @@
-#include "launcher/pod_flags.h"
+#include "cli/pod_flags.h"
 
 #include <cstdio>
 #include <cstring>
 
-#include "launcher/pod_commands.h"
+#include "cli/pod_commands.h"
 #include "ringd/error.h"
 
-namespace ringd::launcher {
+namespace ringd::cli {
 
 void add_identity_options(CLI::App* app, job::TopologyFlags* flags) {
   app->add_option("--pod-name", flags->pod_name,
@@ -75,4 +75,4 @@ int run_pod_command(int argc, const char* const* argv) {
   return run_launch_command(argc, argv);
 }
 
-}  // namespace ringd::launcher
+}  // namespace ringd::cli

@@ -16,9 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 class IoHandler {
  public:
@@ -91,4 +91,4 @@ class IoLoop {
   std::thread thread_;
 };
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -9,17 +9,47 @@
 #include <thread>
 
 #include "cli/flag_checks.h"
+#include "cli/pod_commands.h"
+#include "cli/pod_flags.h"
 #include "common/files.h"
 #include "common/tunables.h"
 #include "launcher/child_process.h"
 #include "launcher/exec_client.h"
 #include "launcher/launch_plan.h"
-#include "launcher/pod_commands.h"
-#include "launcher/pod_flags.h"
 #include "launcher/process_self.h"
 #include "ringd/error.h"
 
-namespace ringd::launcher {
+namespace ringd::cli {
+
+// The pod machinery these commands drive (src/launcher).
+using launcher::attempts_path;
+using launcher::BlockedSignals;
+using launcher::check_marker_writable;
+using launcher::ChildProcess;
+using launcher::current_environment;
+using launcher::describe_wait_status;
+using launcher::failure_path;
+using launcher::failure_record;
+using launcher::forwarded_variables;
+using launcher::hostfile_text;
+using launcher::marker_record;
+using launcher::mpirun_argv;
+using launcher::mpirun_environment;
+using launcher::MpirunPlan;
+using launcher::PeerWait;
+using launcher::ping_agent;
+using launcher::read_attempts;
+using launcher::read_marker;
+using launcher::record_exit_code;
+using launcher::remove_failure;
+using launcher::restart_command;
+using launcher::self_path;
+using launcher::SpawnOptions;
+using launcher::wait_for_peers;
+using launcher::write_attempts;
+using launcher::write_failure;
+using launcher::write_marker;
+
 namespace {
 
 constexpr const char* kLaunchFooter = R"(
@@ -483,4 +513,4 @@ int run_status_command(int argc, const char* const* argv) {
   }
 }
 
-}  // namespace ringd::launcher
+}  // namespace ringd::cli

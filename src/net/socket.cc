@@ -1,4 +1,4 @@
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,7 +22,7 @@
 #include "common/tunables.h"
 #include "ringd/error.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 int64_t remaining_ms(Deadline deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -382,4 +382,4 @@ void random_bytes(void* out, size_t bytes) {
   }
 }
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

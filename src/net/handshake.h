@@ -58,10 +58,10 @@
 #include <string>
 #include <vector>
 
+#include "net/socket.h"
 #include "ringd/error.h"
-#include "transport/tcp/socket.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 constexpr uint32_t kProtocolVersion = 2;  // 2: the HELLO carries the job id
 constexpr char kHandshakeMagic[4] = {'R', 'N', 'G', 'D'};
@@ -160,4 +160,4 @@ class AcceptHandshake {
   std::vector<uint8_t> reject_reply_;
 };
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -8,7 +8,7 @@
 
 #include "job/topology.h"
 
-namespace ringd::launcher {
+namespace ringd::cli {
 
 // --pod-name --replicas --service --namespace --cluster-domain (see topology.h).
 void add_identity_options(CLI::App* app, job::TopologyFlags* flags);
@@ -25,4 +25,4 @@ int parse_words(CLI::App* app, const std::vector<std::string>& words);
 // "ringd: error: <message>" on stderr.
 void print_pod_error(const char* command, const std::exception& error);
 
-}  // namespace ringd::launcher
+}  // namespace ringd::cli

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/pod_commands.h"
+#include "cli/pod_commands.h"
 
-namespace ringd::launcher {
+namespace ringd::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,4 +91,4 @@ TEST_F(MarkerPathTest, ADirectoryAtTheMarkerMakesLaunchRefuseNotSkipTraining) {
 }
 
 }  // namespace
-}  // namespace ringd::launcher
+}  // namespace ringd::cli

@@ -1,4 +1,4 @@
-#include "transport/tcp/io_loop.h"
+#include "net/io_loop.h"
 
 #include <errno.h>
 #include <sys/epoll.h>
@@ -10,7 +10,7 @@
 #include "common/logging.h"
 #include "ringd/error.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 IoLoop::IoLoop(std::string name)
     : name_(std::move(name)),
@@ -205,4 +205,4 @@ void IoLoop::run() {
   }
 }
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -1,4 +1,4 @@
-#include "transport/tcp/acceptor.h"
+#include "net/acceptor.h"
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -8,7 +8,7 @@
 
 #include "common/logging.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 namespace {
 // Connections accepted per call before the other sockets of the loop get their turn.
 constexpr int kAcceptBatch = 64;
@@ -230,4 +230,4 @@ void Acceptor::schedule_flush() {
   });
 }
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
@@ -110,4 +110,4 @@ void random_bytes(void* out, size_t bytes);
 // `bytes` random bytes as 2 x `bytes` lower-case hex digits (job ids, generated job secrets).
 std::string random_hex(size_t bytes);
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -11,6 +11,8 @@
 #include <optional>
 
 #include "cli/flag_checks.h"
+#include "cli/pod_commands.h"
+#include "cli/pod_flags.h"
 #include "cli/version.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -20,12 +22,32 @@
 #include "launcher/exec_command_line.h"
 #include "launcher/exec_server.h"
 #include "launcher/http_server.h"
-#include "launcher/pod_commands.h"
-#include "launcher/pod_flags.h"
 #include "launcher/process_self.h"
 #include "ringd/error.h"
 
-namespace ringd::launcher {
+namespace ringd::cli {
+
+// The pod machinery these commands drive (src/launcher).
+using launcher::become_child_subreaper;
+using launcher::BlockedSignals;
+using launcher::ChildProcess;
+using launcher::current_environment;
+using launcher::default_allowed_programs;
+using launcher::describe_wait_status;
+using launcher::ExecServer;
+using launcher::ExecServerOptions;
+using launcher::ExecServerStats;
+using launcher::HttpResponse;
+using launcher::HttpServer;
+using launcher::join_command_words;
+using launcher::reap_orphans;
+using launcher::ReapedOrphan;
+using launcher::RemoteCommand;
+using launcher::run_remote_command;
+using launcher::running_orphans;
+using launcher::self_path;
+using launcher::SpawnOptions;
+
 namespace {
 
 constexpr const char* kAgentFooter = R"(
@@ -431,4 +453,4 @@ int run_exec_command(int argc, const char* const* argv) {
   }
 }
 
-}  // namespace ringd::launcher
+}  // namespace ringd::cli

@@ -1,5 +1,5 @@
 // The dialer's side of the handshake (see handshake.h), plus the pieces both sides share.
-#include "transport/tcp/handshake.h"
+#include "net/handshake.h"
 
 #include <algorithm>
 #include <mutex>
@@ -7,9 +7,9 @@
 
 #include "common/logging.h"
 #include "common/tunables.h"
-#include "transport/tcp/handshake_codec.h"
+#include "net/handshake_codec.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 std::string resolve_secret(const std::string& explicit_secret) {
   if (!explicit_secret.empty()) return explicit_secret;
@@ -176,4 +176,4 @@ Fd dial_with_retry(const Endpoint& endpoint, const SocketTuning& tuning, const s
   }
 }
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

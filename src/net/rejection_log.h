@@ -9,9 +9,9 @@
 #include <map>
 #include <string>
 
-#include "transport/tcp/socket.h"
+#include "net/socket.h"
 
-namespace ringd::tcp {
+namespace ringd::net {
 
 class RejectionLog {
  public:
@@ -49,4 +49,4 @@ class RejectionLog {
 // "10.0.0.7" of "10.0.0.7:4711" (the address a per-source limit counts).
 std::string source_of(const std::string& address);
 
-}  // namespace ringd::tcp
+}  // namespace ringd::net

@@ -7,7 +7,7 @@
 // cli.cc hands a command line starting with one of these words over to run_pod_command().
 #pragma once
 
-namespace ringd::launcher {
+namespace ringd::cli {
 
 bool is_pod_command(int argc, const char* const* argv);
 int run_pod_command(int argc, const char* const* argv);
@@ -33,4 +33,4 @@ enum LaunchExit : int {
 // `ringd exec`'s own failures (the remote command's exit code is passed through otherwise).
 constexpr int kExecFailed = 255;
 
-}  // namespace ringd::launcher
+}  // namespace ringd::cli
