@@ -64,6 +64,7 @@ Examples:
 
 struct TrainFlagText {
   std::string mode = "allreduce";
+  std::string model = "mlp";
   std::string hierarchy;
   std::string lr_scaling = "linear";
   std::string lr_schedule;  // "" = constant, or cosine with --compression dgc
@@ -76,7 +77,7 @@ struct TrainFlagText {
 void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagText* text) {
   app.add_option("--mode", text->mode, "gradient exchange: allreduce (default) or ps")
       ->check(CLI::IsMember({"allreduce", "ps"}));
-  app.add_option("--model", config->model, "mlp (default) or replay (a gradient profile)")
+  app.add_option("--model", text->model, "mlp (default) or replay (a gradient profile)")
       ->check(CLI::IsMember({"mlp", "replay"}));
   app.add_option("--layers", config->layers, "MLP layer sizes, inputs first (default 784,256,10)")
       ->type_name("N,N,...");
@@ -275,6 +276,7 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
   add_train_options(app, config, &text);
   const int code = parse_command_line(app, "ringd train", argc, argv, 2, [&] {
     config->mode = text.mode == "ps" ? runners::SyncMode::kPs : runners::SyncMode::kAllreduce;
+    config->model = text.model == "replay" ? runners::ModelKind::kReplay : runners::ModelKind::kMlp;
     config->lr_scaling =
         text.lr_scaling == "none" ? runners::LrScaling::kNone : runners::LrScaling::kLinear;
     config->lr_schedule = text.lr_schedule == "cosine" ? runners::LrSchedule::kCosine
@@ -313,7 +315,7 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
                                  "applies to --mode allreduce only (parameter "
                                  "servers have no step inside the node)");
     }
-    if (config->model == "mlp") {
+    if (config->model == runners::ModelKind::kMlp) {
       const int ranks_here =
           (config->topology.transport == "inproc" ? std::max(1, config->topology.inproc_ranks)
                                                   : 1) *

@@ -29,14 +29,13 @@
 #include <vector>
 
 #include "model/optimizer.h"
-#include "model/optimizer_state.h"
 #include "model/parameter_sync.h"
 #include "ringd/engine.h"
 #include "ringd/local_group.h"
 
 namespace ringd::model {
 
-class AllreduceSync : public ParameterSync, public LocalOptimizer {
+class AllreduceSync : public ParameterSync {
  public:
   // The engine must outlive this object; nothing else may submit the parameters' names to it.
   // group_memory: null, or the engine's local group (see above); it must outlive this object.
@@ -49,7 +48,7 @@ class AllreduceSync : public ParameterSync, public LocalOptimizer {
   void finish_step(const StepInfo& step) override;
   double blocked_seconds() const override { return blocked_seconds_; }
 
-  Sgd& optimizer() override { return sgd_; }
+  Sgd* local_optimizer() override { return &sgd_; }
 
  private:
   // The parameter's buffers on devices 1..L-1 (values or gradients).

@@ -133,6 +133,8 @@ Mlp::Mlp(std::vector<size_t> layer_sizes, uint64_t seed, std::unique_ptr<Gemm> g
 
 std::string Mlp::describe() const { return layer_text(sizes_); }
 
+std::string Mlp::backend() const { return gemm_->name(); }
+
 void Mlp::ensure_batch(size_t rows) {
   for (size_t k = 0; k < layers(); ++k) activations_[k].resize(rows * sizes_[k + 1]);
   size_t widest = 0;

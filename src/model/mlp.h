@@ -42,6 +42,7 @@ class Mlp : public Model {
   size_t input_size() const override { return sizes_.front(); }
   size_t classes() const override { return sizes_.back(); }
   std::string describe() const override;
+  std::string backend() const override;
   ForwardResult forward(const Batch& batch) override;
   void backward(const GradientReady& ready) override;
 

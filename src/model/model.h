@@ -45,6 +45,8 @@ class Model {
   virtual size_t classes() const = 0;
   // "784,256,10", "replay:resnet50": what the model is, for logs, summaries and checkpoints.
   virtual std::string describe() const = 0;
+  // What computes it ("openblas", "cublas"), or "" for a model without arithmetic of its own.
+  virtual std::string backend() const { return ""; }
 
   // Runs the batch forward and keeps what backward needs (the batch's memory must stay valid
   // until backward returns).

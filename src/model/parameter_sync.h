@@ -22,6 +22,8 @@
 
 namespace ringd::model {
 
+class Sgd;
+
 // One named parameter tensor of the model: its values and its gradient buffer (same count). The
 // memory belongs to the model and stays put for the model's lifetime.
 struct ParameterView {
@@ -56,6 +58,11 @@ class ParameterSync {
   // Seconds spent blocked in finish_step since construction (the "communication share" that
   // backward did not hide).
   virtual double blocked_seconds() const = 0;
+
+  // The optimizer, when this process runs it (allreduce mode): the trainer checkpoints its momentum
+  // and restores it on --resume. Null when the optimizer runs elsewhere (ps mode: the servers keep
+  // the momentum, and a checkpoint holds parameters only).
+  virtual Sgd* local_optimizer() { return nullptr; }
 };
 
 }  // namespace ringd::model

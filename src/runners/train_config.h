@@ -15,13 +15,14 @@
 namespace ringd::runners {
 
 enum class SyncMode { kAllreduce, kPs };
+// mlp: --layers, trained on --data; replay: --profile, modeled compute (model/replay_model.h).
+enum class ModelKind { kMlp, kReplay };
 enum class LrScaling { kLinear, kNone };
 enum class LrSchedule { kConstant, kCosine };
 
 struct TrainConfig {
   SyncMode mode = SyncMode::kAllreduce;
-  // The model: "mlp" (--layers, trained on --data) or "replay" (--profile, modeled compute).
-  std::string model = "mlp";
+  ModelKind model = ModelKind::kMlp;
   std::string layers = "784,256,10";
   // mlp: matrix products through "auto" (cuBLAS where this build has it and rank 0 sees a GPU),
   // "openblas" or "cublas" (model/gemm.h); rank 0's choice is the whole job's.
@@ -87,6 +88,7 @@ struct TrainConfig {
   job::TopologyFlags topology;
 };
 
-const char* sync_mode_name(SyncMode mode);  // "allreduce", "ps"
+const char* sync_mode_name(SyncMode mode);    // "allreduce", "ps"
+const char* model_kind_name(ModelKind kind);  // "mlp", "replay"
 
 }  // namespace ringd::runners

@@ -593,7 +593,7 @@ TEST(Training, ReplayModelTrainsThroughTheSameLoop) {
     out << "conv.weight\t1000\nconv.bias\t10\nfc.weight\t5000\nfc.bias\t10\n";
   }
   runners::TrainConfig config;
-  config.model = "replay";
+  config.model = runners::ModelKind::kReplay;
   config.profile = profile;
   config.compute_ms = 2;
   config.steps_per_epoch = 5;
