@@ -205,6 +205,34 @@ def test_the_package_has_no_import_cycles():
             visit(module, [module])
 
 
+ENGINE_CALLS = {"allreduce", "grouped_allreduce", "broadcast", "allgather"}
+
+
+def test_ringd_torch_reaches_the_engine_through_submit_only():
+    """One way in: only ringd.torch._submit stages tensors and hands them to the job's engine
+    (collectives, autograd_ops, the optimizer and the process group all submit through it)."""
+    import ast
+    offenders = []
+    for path in sorted((PACKAGE_DIR / "torch").glob("*.py")):
+        if path.name in ("_submit.py", "tensors.py"):  # the submitter, and staging's definition
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id == "stage":
+                offenders.append(f"{path.name}:{node.lineno}: stage()")
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ENGINE_CALLS):
+                continue
+            receiver = node.func.value
+            if isinstance(receiver, ast.Call):  # job().allreduce, _runtime.job().allreduce
+                receiver = receiver.func
+            name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(
+                receiver, "id", "")
+            if name == "job":
+                offenders.append(f"{path.name}:{node.lineno}: job().{node.func.attr}()")
+    assert not offenders, offenders
+
+
 @pytest.mark.parametrize("module", sorted(_module_name(p) for p in PACKAGE_DIR.rglob("*.py")
                                           if p.name != "__init__.py"))
 def test_each_module_imports_alone(module):

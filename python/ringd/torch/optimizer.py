@@ -29,33 +29,8 @@ import torch
 
 from ringd import _runtime
 from ringd._runtime import Average, Sum, check_op
-from ringd.torch import collectives, dgc
+from ringd.torch import _submit, dgc
 from ringd.torch.compression import Compression, dgc_compressor, wire_and_python_compressor
-from ringd.torch.tensors import SUPPORTED_DTYPES, bump_version
-
-
-class _InPlace:
-    """A gradient's allreduce submitted straight to the engine (the common case: a contiguous CPU
-    gradient, no Python-side compressor, no predivide): what collectives.allreduce_async_ does,
-    without its staging and handle table, which cost more than the engine's submission for each
-    of a network's hundreds of tensors."""
-
-    __slots__ = ("core", "tensor")
-
-    def __init__(self, core, tensor):
-        self.core = core
-        self.tensor = tensor
-
-    def wait(self):
-        self.core.wait()  # releases the GIL; Ctrl-C interrupts; raises the RingdError
-        bump_version(self.tensor)
-
-
-def _wait(handle):
-    if isinstance(handle, _InPlace):
-        handle.wait()
-    else:
-        collectives.synchronize(handle)
 
 
 class _DistributedOptimizer:
@@ -77,9 +52,13 @@ class _DistributedOptimizer:
                 if "momentum" in group:
                     group["momentum"] = 0.0
         self._compression = compression
+        # Configured again before each staged submission: a new job (ringd.init after shutdown)
+        # must receive the settings too; the same job's later calls cost nothing.
+        self._dgc = dgc_compressor(compression)
         wire, python_compressor = wire_and_python_compressor(compression)
         self._wire = wire
-        # DGC keeps collectives' path: it configures the engine on each submission (a new job).
+        # The cheap path (_submit.allreduce_in_place) when nothing happens in Python around the
+        # engine: no Python-side compressor, no DGC settings to check, no predivide.
         self._direct = (python_compressor is None and wire != "dgc"
                         and gradient_predivide_factor == 1.0)
         self._backward_passes_per_step = backward_passes_per_step
@@ -141,22 +120,22 @@ class _DistributedOptimizer:
                              "parameters; pass every parameter it updates (model.named_parameters())")
         return names
 
-    def _submit(self, p):
+    def _submit_gradient(self, p):
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         grad = p.grad
-        if (self._direct and grad.device.type == "cpu" and grad.dtype in SUPPORTED_DTYPES
-                and grad.layout == torch.strided and grad.is_contiguous()):
-            bump_version(grad)  # at submission and at the end, as collectives' in-place staging
-            self._handles[p] = _InPlace(
-                _runtime.job().allreduce(self._names[p], grad.detach(), self._op, self._wire), grad)
+        if self._direct and _submit.takes_in_place(grad):
+            self._handles[p] = _submit.allreduce_in_place(grad, self._names[p], self._op,
+                                                          self._wire)
             return
         op, prescale, postscale = self._op, 1.0, 1.0
         if self._predivide != 1.0:
             op, prescale, postscale = Sum, 1.0 / self._predivide, self._predivide / _runtime.size()
-        self._handles[p] = collectives.allreduce_async_(
-            p.grad, name=self._names[p], op=op, prescale_factor=prescale,
-            postscale_factor=postscale, compression=self._compression)
+        if self._dgc is not None:
+            dgc.configure(self._dgc)
+        self._handles[p] = _submit.allreduce(
+            [grad], self._names[p], op, None, prescale, postscale, self._compression,
+            in_place=True, grouped=False)
 
     def _on_gradient(self, p):
         if p in self._handles:
@@ -167,17 +146,17 @@ class _DistributedOptimizer:
                 "backward_passes_per_step to accumulate gradients locally")
         self._delay[p] -= 1
         if self._delay[p] == 0:
-            self._submit(p)
+            self._submit_gradient(p)
 
     def synchronize(self):
         """Reduces the gradients not yet submitted (their hooks have not fired: unused
         parameters get a zero gradient, as in Horovod) and waits for all of them."""
         for p in self._requires_update:
             if p not in self._handles:
-                self._submit(p)
+                self._submit_gradient(p)
         try:
             for p, handle in list(self._handles.items()):
-                _wait(handle)
+                _submit.wait(handle)
                 del self._handles[p]
         except KeyboardInterrupt:
             raise
@@ -216,7 +195,7 @@ class _DistributedOptimizer:
                           "first, and discarding their result", stacklevel=2)
             handles, self._handles = self._handles, {}
             for handle in handles.values():
-                _wait(handle)
+                _submit.wait(handle)
             for p in self._requires_update:
                 self._delay[p] = self._backward_passes_per_step
         return self._ringd_base.zero_grad(self, set_to_none)

@@ -42,7 +42,7 @@ from torch._C._distributed_c10d import _create_work_from_future
 
 from ringd import _runtime
 from ringd._runtime import Average, Max, Min, Product, Sum
-from ringd.torch.tensors import stage, tensor_from_bytes
+from ringd.torch import _submit
 
 BACKEND = "ringd"
 
@@ -157,14 +157,29 @@ class ProcessGroupRingd(dist.ProcessGroup):
         counter = self._counters.setdefault(kind, itertools.count())
         return f"{self._prefix}.{kind}.{next(counter)}"
 
-    def _staged(self, tensor, name, in_place=True):
-        """ringd.torch's staging (zero-copy for contiguous tensors, TypeError naming the dtype
-        ringd does not reduce), for CPU tensors only."""
-        if isinstance(tensor, torch.Tensor) and tensor.device.type != "cpu":
-            raise NotImplementedError(
-                f"ringd: the torch.distributed backend runs CPU tensors; {name} is on "
-                f"{tensor.device} (ringd.torch's own collectives stage CUDA tensors)")
-        return stage(tensor, name, in_place, needs_copy=False)
+    @staticmethod
+    def _check_cpu(tensors, names):
+        """The backend runs CPU tensors (ringd.torch's own collectives stage CUDA tensors)."""
+        for tensor, name in zip(tensors, names):
+            if isinstance(tensor, torch.Tensor) and tensor.device.type != "cpu":
+                raise NotImplementedError(
+                    f"ringd: the torch.distributed backend runs CPU tensors; {name} is on "
+                    f"{tensor.device} (ringd.torch's own collectives stage CUDA tensors)")
+
+    def _in_place(self, tensors, kind, start):
+        """Each tensor named and checked, then staged in place and submitted by start(tensors,
+        names) -> _submit.Started; the handles, and what puts the results into the tensors and
+        returns them."""
+        tensors = list(tensors)
+        names = [self._name(kind) for _ in tensors]
+        self._check_cpu(tensors, names)
+        started = start(tensors, names)
+
+        def finish():
+            started.finish()
+            return tensors
+
+        return started.handles, finish
 
     # --- the collectives torch.distributed calls (PyProcessGroup's overridable methods) --------
 
@@ -172,27 +187,10 @@ class ProcessGroupRingd(dist.ProcessGroup):
         op = _ringd_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         return self._allreduce(tensors, op, "allreduce")
 
-    def _in_place(self, tensors, kind, submit):
-        """Each tensor staged in place and handed to submit(name, buffer) -> ringd handle; the
-        handles, and what puts the results into the tensors and returns them."""
-        staged, handles = [], []
-        for tensor in tensors:
-            name = self._name(kind)
-            item = self._staged(tensor, name)
-            staged.append(item)
-            handles.append(submit(name, item.buffer))
-
-        def finish():
-            for item in staged:
-                item.result()
-            return list(tensors)
-
-        return handles, finish
-
     def _allreduce(self, tensors, op, kind):
-        job = _runtime.job()
         handles, finish = self._in_place(
-            tensors, kind, lambda name, buffer: job.allreduce(name, buffer, op, "none"))
+            tensors, kind,
+            lambda staged, names: _submit.start_allreduce(staged, names, op, "none", in_place=True))
         if _called_by_autograd():  # DDP's reducer: it waits on the Future, overlapping backward
             self.overlapped_calls += 1
             return self._completions.submit(handles, finish)
@@ -204,24 +202,23 @@ class ProcessGroupRingd(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
-        job = _runtime.job()
         return _completed(*self._in_place(
-            tensors, "broadcast", lambda name, buffer: job.broadcast(name, buffer, root)))
+            tensors, "broadcast",
+            lambda staged, names: _submit.start_broadcast(staged, names, root, in_place=True)))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
-        job = _runtime.job()
         size = self.size()
         calls = []
         for outputs, tensor in zip(output_tensors, input_tensors):
             name = self._name("allgather")
             if len(outputs) != size:
                 raise ValueError(f"ringd: {name}: {len(outputs)} output tensors for {size} ranks")
-            flat = self._staged(tensor.reshape(-1), name, in_place=False)
-            calls.append((outputs, tensor, job.allgather(name, flat.buffer)))
+            self._check_cpu([tensor], [name])
+            calls.append((outputs, tensor, _submit.start_allgather(tensor.reshape(-1), name)))
 
         def finish():
-            for outputs, tensor, handle in calls:
-                gathered = tensor_from_bytes(handle.output(), tensor.dtype, handle.output_shape())
+            for outputs, tensor, started in calls:
+                gathered = started.finish()
                 count = tensor.numel()
                 if gathered.numel() != count * size:
                     raise ValueError(f"ringd: all_gather needs the same number of elements on "
@@ -231,13 +228,14 @@ class ProcessGroupRingd(dist.ProcessGroup):
                         output.copy_(gathered[rank * count:(rank + 1) * count].view_as(output))
             return output_tensors
 
-        return _completed([handle for _, _, handle in calls], finish)
+        return _completed([handle for _, _, started in calls for handle in started.handles],
+                          finish)
 
     def barrier(self, opts=None):
         token = torch.zeros(1, dtype=torch.int32)
-        name = self._name("barrier")
-        handle = _runtime.job().allreduce(name, token, Sum, "none")
-        return _completed([handle], lambda: None)
+        started = _submit.start_allreduce([token], [self._name("barrier")], Sum, "none",
+                                          in_place=True)
+        return _completed(started.handles, lambda: None)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         op = _ringd_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
@@ -247,19 +245,19 @@ class ProcessGroupRingd(dist.ProcessGroup):
             whole = torch.cat([piece.reshape(-1) for piece in inputs])
             start = sum(piece.numel() for piece in inputs[:rank])
             pieces.append((output, whole, start))
-        job = _runtime.job()
-        handles = []
-        for _, whole, _ in pieces:
-            name = self._name("reduce_scatter")
-            handles.append(job.allreduce(name, self._staged(whole, name).buffer, op, "none"))
+        names = [self._name("reduce_scatter") for _ in pieces]
+        self._check_cpu([whole for _, whole, _ in pieces], names)
+        started = _submit.start_allreduce([whole for _, whole, _ in pieces], names, op, "none",
+                                          in_place=True)
 
         def finish():
+            started.finish()
             with torch.no_grad():
                 for output, whole, start in pieces:
                     output.copy_(whole[start:start + output.numel()].view_as(output))
             return output_tensors
 
-        return _completed(handles, finish)
+        return _completed(started.handles, finish)
 
     def _unsupported(self, call):
         raise NotImplementedError(f"ringd: torch.distributed.{call} is not supported by the "
