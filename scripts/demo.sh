@@ -13,7 +13,7 @@
 #                     emptied first, so every demo starts at step 0)
 #
 # Measured on the 2-core development machine (shared with other jobs): 8 epochs in 33 s, final
-# test accuracy 0.873 (docs/architecture.md, "Training").
+# test accuracy 0.873 (docs/performance.md, "The demo (scripts/demo.sh)").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -1,6 +1,7 @@
 // Setting up a job in one call: where this process sits (identity), how the ranks find each other
 // (rendezvous), the connection (transport → Context) and, optionally, the fusion engine on it. The
-// `ringd` commands and the Python package both open their jobs here.
+// Python package and C++ programs open their jobs here; the `ringd` commands call the same
+// job::connect_job() underneath (src/job/job_context.h).
 //
 //   ringd::JobOptions options;             // all unset: found from the environment
 //   ringd::Job job(options);               // collective: every rank of the job opens it

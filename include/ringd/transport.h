@@ -1,7 +1,7 @@
 // The transport interface every collective is written against: a Context (this rank, the world
 // size, one Pair per peer) and asynchronous point-to-point messages on each Pair.
 //
-// Contract shared by every backend (inproc, tcp, mpi):
+// Contract shared by every backend (inproc, tcp, mpi, ibverbs):
 //  * Messages on one Pair and one direction are delivered in the order they were posted, and
 //    matched against receives in the order those were posted. Each message carries a 64-bit tag;
 //    a receive whose expected tag or size differs from the arriving message fails with kMismatch
