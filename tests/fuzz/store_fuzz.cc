@@ -18,7 +18,7 @@
 #include "net/handshake.h"
 #include "net/socket.h"
 #include "ringd/error.h"
-#include "ringd/tcp.h"
+#include "ringd/store.h"
 
 using namespace ringd;
 using namespace std::chrono_literals;

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "ringd/error.h"
-#include "ringd/tcp.h"
 
 namespace ringd {
 namespace {

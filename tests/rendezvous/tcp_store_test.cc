@@ -21,7 +21,7 @@
 #include "net/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "ringd/error.h"
-#include "ringd/tcp.h"
+#include "ringd/store.h"
 #include "testing/process_stats.h"
 #include "transport/tcp_test_support.h"
 
