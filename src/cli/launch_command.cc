@@ -1,8 +1,6 @@
 // `ringd hostfile` and `ringd launch` (pod 0): wait for every pod's agent, write mpirun's hostfile,
 // run mpirun with Open MPI's rsh agent set to `ringd exec`, forward SIGTERM/SIGINT, and mark the
 // job done so that a restarted pod 0 does not train again. Exit codes: pod_commands.h.
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,17 +15,15 @@
 #include "launcher/exec_client.h"
 #include "launcher/launch_plan.h"
 #include "launcher/process_self.h"
+#include "launcher/supervise.h"
 #include "ringd/error.h"
 
 namespace ringd::cli {
 
 // The pod machinery these commands drive (src/launcher).
 using launcher::attempts_path;
-using launcher::BlockedSignals;
 using launcher::check_marker_writable;
-using launcher::ChildProcess;
 using launcher::current_environment;
-using launcher::describe_wait_status;
 using launcher::failure_path;
 using launcher::failure_record;
 using launcher::forwarded_variables;
@@ -36,6 +32,7 @@ using launcher::marker_record;
 using launcher::mpirun_argv;
 using launcher::mpirun_environment;
 using launcher::MpirunPlan;
+using launcher::pause_unless_signalled;
 using launcher::PeerWait;
 using launcher::ping_agent;
 using launcher::read_attempts;
@@ -43,6 +40,7 @@ using launcher::read_marker;
 using launcher::record_exit_code;
 using launcher::remove_failure;
 using launcher::restart_command;
+using launcher::run_forwarding_signals;
 using launcher::self_path;
 using launcher::SpawnOptions;
 using launcher::wait_for_peers;
@@ -153,57 +151,21 @@ int wait_and_write_hostfile(const LaunchFlags& flags, const Job& job) {
   return kLaunchOk;
 }
 
-// While launch runs mpirun or pauses before a restart, SIGTERM and SIGINT arrive through a
-// signalfd (BlockedSignals); unblocked again afterwards, so that while launch only waits for pods
-// a signal ends it at once (there is nothing to clean up then).
-// Sleeps `delay` unless SIGTERM or SIGINT comes first; returns that signal, or 0.
-int pause_unless_signalled(std::chrono::milliseconds delay) {
-  BlockedSignals signals({SIGTERM, SIGINT});
-  const auto deadline = std::chrono::steady_clock::now() + delay;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return 0;
-    pollfd entry{signals.fd(), POLLIN, 0};
-    if (::poll(&entry, 1, static_cast<int>(left.count())) > 0) {
-      if (const int number = signals.read()) return number;
-    }
-  }
-}
-
-// Runs mpirun, forwarding SIGTERM/SIGINT; returns its exit code, or -1 when it could not start.
+// Runs mpirun (launcher/supervise.h: SIGTERM/SIGINT forwarded); returns its exit code, or -1 when
+// it could not start.
 int run_mpirun(const std::vector<std::string>& argv, int* signal_received) {
-  BlockedSignals signals({SIGTERM, SIGINT});
   SpawnOptions spawn;
   spawn.argv = argv;
   spawn.environment = mpirun_environment(current_environment());
   const char* path = std::getenv("PATH");
   spawn.path = path ? path : "/usr/local/bin:/usr/bin:/bin";
   spawn.pipe_stdio = false;
-  std::unique_ptr<ChildProcess> mpirun;
   try {
-    mpirun = ChildProcess::spawn(spawn);
+    return run_forwarding_signals(spawn, "ringd launch", "mpirun", signal_received);
   } catch (const std::exception& error) {
     print_pod_error("launch", error);
     return -1;
   }
-  while (!mpirun->exited()) {
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {mpirun->exit_fd(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[0].revents) {
-      const int number = signals.read();
-      if (number == 0) continue;
-      if (*signal_received) {
-        std::fprintf(stderr, "ringd launch: second signal %d: killing mpirun\n", number);
-        mpirun->signal(SIGKILL);
-      } else {
-        std::fprintf(stderr, "ringd launch: signal %d: forwarding it to mpirun\n", number);
-        mpirun->signal_leader(number);
-      }
-      *signal_received = number;
-    }
-  }
-  return mpirun->exit_code();
 }
 
 // Steps 2-5 of the footer, with the restarts; returns launch's exit code.
