@@ -71,7 +71,7 @@ std::unique_ptr<model::Model> make_model(Context& ctx, const TrainConfig& config
 
 TrainStep::TrainStep(Context& ctx, const TrainConfig& config, const TrainData& data,
                      Compression compression)
-    : ctx_(ctx), config_(config), data_(data), rank_(ctx.rank()) {
+    : config_(config), data_(data), rank_(ctx.rank()) {
   shape_.devices = config.mode == SyncMode::kAllreduce ? config.local_devices : 1;
   shape_.world = ctx.size() * shape_.devices;
   shape_.global_batch = config.batch_size * static_cast<size_t>(shape_.world);

@@ -77,7 +77,6 @@ class TrainStep {
   void submit_stop_vote(const std::function<int(int rank)>& stop_requested);
   int stop_vote_result(const std::function<int(int rank)>& stop_requested);
 
-  Context& ctx_;
   const TrainConfig& config_;
   const TrainData& data_;
   const int rank_;

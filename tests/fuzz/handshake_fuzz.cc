@@ -1,4 +1,4 @@
-// The tcp handshake (net/handshake.h) that opens every rank-to-rank and store
+// The job-secret handshake (net/handshake.h) that opens every rank-to-rank and store
 // connection: what a stranger's bytes reach before anyone has proven the job secret. Input: a
 // mode byte, then the bytes of the other side.
 //   mode 0: the acceptor's state machine reading a dialer's HELLO / PROOF;
@@ -14,7 +14,7 @@
 #include "ringd/error.h"
 
 using namespace ringd;
-using namespace ringd::tcp;
+using namespace ringd::net;
 
 namespace {
 
