@@ -142,18 +142,19 @@ def allreduce(tensors, name, op, average, prescale_factor, postscale_factor, com
         names = [name_or_default(name, "allreduce")]
     started = start_allreduce(tensors, names, op, wire, in_place, prescale_factor,
                               postscale_factor, compressor, group)
-    if not grouped:
-        finish_list = started.finish
-        started.finish = lambda: finish_list()[0]
-    return register(started)
+    return register(started) if grouped else _register_one(started)
 
 
 def broadcast(tensor, root_rank, name, in_place):
     """Stages and submits one broadcast; returns a handle."""
     name = name_or_default(name, "broadcast")
-    started = start_broadcast([tensor], [name], root_rank, in_place)
-    finish_list = started.finish
-    started.finish = lambda: finish_list()[0]
+    return _register_one(start_broadcast([tensor], [name], root_rank, in_place))
+
+
+def _register_one(started):
+    """register() for a one-tensor submission: synchronize() returns the tensor, not a list."""
+    results = started.finish
+    started.finish = lambda: results()[0]
     return register(started)
 
 

@@ -245,10 +245,10 @@ class ProcessGroupRingd(dist.ProcessGroup):
             whole = torch.cat([piece.reshape(-1) for piece in inputs])
             start = sum(piece.numel() for piece in inputs[:rank])
             pieces.append((output, whole, start))
+        wholes = [whole for _, whole, _ in pieces]
         names = [self._name("reduce_scatter") for _ in pieces]
-        self._check_cpu([whole for _, whole, _ in pieces], names)
-        started = _submit.start_allreduce([whole for _, whole, _ in pieces], names, op, "none",
-                                          in_place=True)
+        self._check_cpu(wholes, names)
+        started = _submit.start_allreduce(wholes, names, op, "none", in_place=True)
 
         def finish():
             started.finish()
