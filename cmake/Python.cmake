@@ -26,6 +26,9 @@ nanobind_add_module(ringd_python NB_STATIC ${RINGD_PYTHON_SOURCES})
 set_target_properties(ringd_python PROPERTIES OUTPUT_NAME _core INSTALL_RPATH "$ORIGIN")
 target_compile_options(ringd_python PRIVATE ${RINGD_WARNINGS})
 target_link_libraries(ringd_python PRIVATE ringd::ringd)
+# The C table shared with ringd's TensorFlow ops (python/ringd/tensorflow/ops.cc, compiled on the
+# user's machine against the installed TensorFlow; ringd/tensorflow/_build.py).
+target_include_directories(ringd_python PRIVATE ${CMAKE_SOURCE_DIR}/python/ringd/tensorflow)
 
 install(TARGETS ringd_python LIBRARY DESTINATION ringd COMPONENT python)
 # libringd under its SONAME only: a wheel (a zip) would store the usual symlinks

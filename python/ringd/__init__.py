@@ -12,7 +12,21 @@ Two levels:
     torch tensors, plus DistributedOptimizer.
 """
 
-from ringd._core import (
+import os as _os
+import sys as _sys
+
+# ringd._core, libringd and the system's protobuf they link are loaded with RTLD_DEEPBIND: their
+# own symbols first. TensorFlow loads its libraries RTLD_GLOBAL and exports its own copy of
+# protobuf (another version); without this, libringd's protobuf calls imported after TensorFlow
+# would bind partly to TensorFlow's copy and crash in the engine's first negotiation.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | _os.RTLD_DEEPBIND)
+try:
+    from ringd import _core  # noqa: E402
+finally:
+    _sys.setdlopenflags(_flags)
+
+from ringd._core import (  # noqa: E402
     DeadlockError,
     AuthError,
     Handle,

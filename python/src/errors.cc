@@ -1,6 +1,8 @@
 // ringd::Error in Python: RingdError (a RuntimeError) and one subclass per ringd::ErrorCode, each
 // carrying the C++ message (file:line breadcrumbs included) and, as the class attribute `code`,
 // the code's short name. docs/errors.md describes the codes.
+#include "errors.h"
+
 #include <nanobind/stl/string.h>
 
 #include <exception>
@@ -89,6 +91,13 @@ void translate_error(const std::exception_ptr& error, void* /*payload*/) {
 }
 
 }  // namespace
+
+const char* error_code_python_name(ErrorCode code) {
+  for (const ErrorClass& error_class : kErrorClasses) {
+    if (error_class.code == code) return error_class.code_name;
+  }
+  return "internal";
+}
 
 void bind_errors(nb::module_& module) {
   nb::object base = new_exception_class(

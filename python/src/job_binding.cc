@@ -30,6 +30,7 @@
 #include "ringd/job.h"
 #include "ringd/types.h"
 #include "tensors.h"
+#include "tf_bridge.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -44,7 +45,10 @@ std::optional<Compression> parse_optional_compression(const std::optional<std::s
 
 class PyJob {
  public:
-  explicit PyJob(std::unique_ptr<Job> job) : job_(std::move(job)) {}
+  // The job serves ringd's TensorFlow ops too (tf_bridge.h): one job per process.
+  explicit PyJob(std::unique_ptr<Job> job) : job_(std::move(job)), engine_(&job_->engine()) {
+    tf_bridge_attach(engine_);
+  }
   // Job's destructor would shut down too, but with the GIL held.
   ~PyJob() {
     try {
@@ -129,7 +133,9 @@ class PyJob {
   void shutdown(const std::string& reason, bool failed) {
     {
       nb::gil_scoped_release release;
+      tf_bridge_detach(engine_);
       job_->shutdown(reason, failed);
+      tf_bridge_forget_all();
     }
     forget_finished();  // all of them: a stopped engine has failed its pending handles
   }
@@ -163,6 +169,8 @@ class PyJob {
   // Destroyed after job_ (declared before it), so no array goes while the engine may write it.
   std::vector<InFlight> in_flight_;
   std::unique_ptr<Job> job_;
+  Engine* engine_;  // job_'s, kept to detach it from the TensorFlow ops (engine() throws once shut
+                    // down)
 };
 
 JobOptions job_options(int rank, int size, std::string rendezvous, std::string transport,

@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "ringd/config.h"
+#include "tf_bridge.h"
 
 NB_MODULE(_core, module) {
   module.doc() = "ringd's compiled core; import the package `ringd` instead.";
@@ -11,4 +12,5 @@ NB_MODULE(_core, module) {
   ringd::python::bind_errors(module);
   ringd::python::bind_tensors(module);
   ringd::python::bind_job(module);
+  ringd::python::bind_tf_bridge(module);
 }

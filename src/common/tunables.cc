@@ -227,6 +227,9 @@ const std::vector<std::string>& script_variables() {
       "RINGD_FUZZ_SECONDS",
       "RINGD_SKIP_FUZZ",
       "RINGD_SANITIZE_BUILD_DIR",
+      // Read by the Python package's ringd.tensorflow (python/ringd/tensorflow/_build.py).
+      "RINGD_CACHE_DIR",
+      "RINGD_TF_OPS",
   };
   return names;
 }
