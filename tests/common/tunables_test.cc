@@ -202,7 +202,8 @@ TEST(UnknownVariables, TheScriptsVariablesAreKnown) {
       R"re(\$\{?(RINGD_[A-Z0-9_]+)|environ(?:\.get\(|\[)\s*"(RINGD_[A-Z0-9_]+)"|"(RINGD_[A-Z0-9_]+)":)re");
   std::set<std::string> read_by_scripts;
   const std::filesystem::path root(RINGD_SOURCE_DIR);
-  for (const char* folder : {"scripts", "bench", "tests/integration", "tests/k8s", ".ci"}) {
+  for (const char* folder :
+       {"scripts", "bench", "tests/integration", "tests/k8s", ".ci", "python/ringd"}) {
     if (!std::filesystem::exists(root / folder)) continue;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(root / folder)) {
       const std::string ext = entry.path().extension().string();

@@ -240,6 +240,16 @@ def test_each_module_imports_alone(module):
     import sys
     if module.startswith("ringd.torch"):
         pytest.importorskip("torch")
+    if module.startswith(("ringd.tensorflow", "ringd.keras")):
+        pytest.importorskip("tensorflow")
     result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_tensorflow_op_sources_are_in_the_package():
+    """ringd.tensorflow compiles them on the user's machine (ringd/tensorflow/_build.py): a wheel
+    without them would install and then fail at the first import."""
+    package = pathlib.Path(ringd.__file__).resolve().parent
+    for name in ("ops.cc", "ringd_tf_bridge.h"):
+        assert (package / "tensorflow" / name).is_file(), package

@@ -24,21 +24,21 @@ extern "C" {
 enum RingdTfKind { RINGD_TF_ALLREDUCE = 0, RINGD_TF_BROADCAST = 1, RINGD_TF_ALLGATHER = 2 };
 
 typedef struct RingdTfRequest {
-  const char* name;         /* the engine's tensor name (the same on every rank) */
+  const char* name; /* the engine's tensor name (the same on every rank) */
   size_t name_size;
-  const char* dtype;        /* ringd's dtype name: float32 float64 float16 bfloat16 int32 int64 uint8 */
-  void* data;               /* the tensor's memory: read, and written in place (not for allgather) */
+  const char* dtype; /* ringd's dtype name: float32 float64 float16 bfloat16 int32 int64 uint8 */
+  void* data;        /* the tensor's memory: read, and written in place (not for allgather) */
   int ndims;
   const int64_t* shape;
-  void* keepalive;          /* the op library's reference to the buffer */
+  void* keepalive; /* the op library's reference to the buffer */
 } RingdTfRequest;
 
 typedef struct RingdTfOptions {
-  int kind;                 /* RingdTfKind */
-  const char* op;           /* allreduce: sum avg min max prod */
-  int root;                 /* broadcast */
-  const char* compression;  /* allreduce of float32: none fp16 bf16; "" = the job's default */
-  const char* group;        /* "": each tensor alone; else one group (all or nothing) */
+  int kind;                /* RingdTfKind */
+  const char* op;          /* allreduce: sum avg min max prod */
+  int root;                /* broadcast */
+  const char* compression; /* allreduce of float32: none fp16 bf16; "" = the job's default */
+  const char* group;       /* "": each tensor alone; else one group (all or nothing) */
   size_t group_size;
 } RingdTfOptions;
 
