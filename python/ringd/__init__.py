@@ -87,6 +87,7 @@ else:
     from ringd.collectives import (
         allgather,
         allgather_async,
+        allgather_object,
         allreduce,
         allreduce_,
         allreduce_async,
@@ -96,6 +97,7 @@ else:
         broadcast_,
         broadcast_async,
         broadcast_async_,
+        broadcast_object,
         grouped_allreduce,
         grouped_allreduce_,
         grouped_allreduce_async_,
@@ -105,7 +107,7 @@ else:
     )
 
     __all__ += [
-        "allgather", "allgather_async", "allreduce", "allreduce_", "allreduce_async",
+        "allgather", "allgather_async", "allgather_object", "broadcast_object", "allreduce", "allreduce_", "allreduce_async",
         "allreduce_async_", "barrier", "broadcast", "broadcast_", "broadcast_async",
         "broadcast_async_", "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async_",
         "poll", "reducescatter", "synchronize",

@@ -6,6 +6,9 @@ ringd writes the result into it); the others copy the input first and return a n
 The *_async variants return a ringd.Handle for synchronize() / poll().
 """
 
+import io
+import pickle
+
 import numpy as np
 
 from ringd import _runtime
@@ -107,6 +110,43 @@ def synchronize(handle):
 def poll(handle):
     """True once `handle` is done (synchronize() then returns without waiting)."""
     return handle.done()
+
+
+def pickled(obj):
+    """`obj` pickled, as a uint8 array."""
+    buffer = io.BytesIO()
+    pickle.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    return np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy()
+
+
+def unpickled_rows(gathered, lengths):
+    """The objects pickled one after another in the uint8 array `gathered`, `lengths` bytes each."""
+    objects = []
+    offset = 0
+    for length in lengths:
+        objects.append(pickle.loads(gathered[offset:offset + length].tobytes()))
+        offset += length
+    return objects
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """Rank root_rank's `obj` (pickled) on every rank."""
+    name = name_or_default(name, "broadcast_object")
+    payload = pickled(obj) if _runtime.rank() == root_rank else None
+    length = np.array([0 if payload is None else payload.size], dtype=np.int64)
+    broadcast_(length, root_rank, f"{name}.length")
+    if payload is None:
+        payload = np.empty(int(length[0]), dtype=np.uint8)
+    broadcast_(payload, root_rank, name)
+    return pickle.loads(payload.tobytes())
+
+
+def allgather_object(obj, name=None):
+    """Every rank's `obj` (pickled), as a list in rank order."""
+    name = name_or_default(name, "allgather_object")
+    payload = pickled(obj)
+    lengths = allgather(np.array([payload.size], dtype=np.int64), f"{name}.lengths")
+    return unpickled_rows(allgather(payload, name), lengths.tolist())
 
 
 def scatter_rows(rows, rank, size):

@@ -2,21 +2,18 @@
 ringd.torch.functions re-exports them). Stands on _submit alone, so that what configures the
 engine (dgc) can agree on its settings without the public collectives."""
 
-import io
 import pickle
 
-import numpy as np
 import torch
 
 from ringd import _runtime
 from ringd._runtime import name_or_default
+from ringd.collectives import pickled, unpickled_rows
 from ringd.torch import _submit
 
 
 def _to_bytes_tensor(obj):
-    buffer = io.BytesIO()
-    pickle.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    return torch.from_numpy(np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy())
+    return torch.from_numpy(pickled(obj))
 
 
 def broadcast_object(obj, root_rank=0, name=None):
@@ -38,9 +35,4 @@ def allgather_object(obj, name=None):
     lengths = _submit.synchronize(
         _submit.allgather(torch.tensor([payload.numel()], dtype=torch.int64), f"{name}.lengths"))
     gathered = _submit.synchronize(_submit.allgather(payload, name)).numpy()
-    objects = []
-    offset = 0
-    for length in lengths.tolist():
-        objects.append(pickle.loads(gathered[offset:offset + length].tobytes()))
-        offset += length
-    return objects
+    return unpickled_rows(gathered, lengths.tolist())
