@@ -1,0 +1,124 @@
+"""One switch for the TensorFlow examples: the same script runs on ringd, on TensorFlow's own
+strategies, or on Horovod, all started by the same launcher line (mpirun, or torchrun-style
+RANK/WORLD_SIZE variables):
+
+    --framework ringd     import ringd.keras as hvd / ringd.tensorflow (the default)
+    --framework mwms      tf.distribute.MultiWorkerMirroredStrategy (its ring collectives)
+    --framework horovod   import horovod.tensorflow.keras as hvd: the same calls, Horovod's engine
+    --framework none      plain TensorFlow, one process (the baseline a single rank is held to)
+
+MultiWorkerMirroredStrategy needs TF_CONFIG: a given one is used as it is; otherwise it is built
+from the ranks and --hosts (one host per rank, default 127.0.0.1 for all) with TensorFlow's ports
+--tf-port + rank. Keras 3's model.fit does not run under MultiWorkerMirroredStrategy (it fails on
+PerReplica inputs: keras-team/keras#20585, tensorflow/tensorflow#72388), and Horovod's Keras
+binding is for Keras 2, so those two run on tf_keras (Keras 2, `keras` below); ringd runs on
+Keras 3.
+"""
+import contextlib
+import json
+import os
+
+FRAMEWORKS = ("ringd", "mwms", "horovod", "none")
+
+
+def launcher_rank_and_size():
+    env = os.environ
+    rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
+    size = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+    return rank, size
+
+
+def tf_config(rank, size, hosts, base_port, task="worker"):
+    """TF_CONFIG for `size` workers (this one `rank`) at hosts[i]:base_port + i."""
+    hosts = hosts or ["127.0.0.1"] * size
+    if len(hosts) == 1:
+        hosts = hosts * size
+    if len(hosts) != size:
+        raise SystemExit(f"--hosts names {len(hosts)} hosts for {size} ranks")
+    workers = [f"{host}:{base_port + i}" for i, host in enumerate(hosts)]
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": task, "index": rank}})
+
+
+class Distributed:
+    """What an example needs from its framework: rank, size, the strategy's scope, the optimizer
+    wrapper, the Keras callbacks, and a gradient tape for custom loops."""
+
+    def __init__(self, framework, hosts=None, tf_port=23456):
+        import tensorflow as tf
+
+        if framework not in FRAMEWORKS:
+            raise ValueError(f"--framework {framework}: not one of {', '.join(FRAMEWORKS)}")
+        self.framework = framework
+        self.tf = tf
+        self.hvd = None
+        self.strategy = None
+        if framework in ("mwms", "horovod"):
+            os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+            import tf_keras as keras
+        else:
+            import keras
+        self.keras = keras  # the Keras this framework trains with
+        if framework == "none":
+            self.rank, self.size = 0, 1
+        elif framework == "mwms":
+            rank, size = launcher_rank_and_size()
+            if "TF_CONFIG" not in os.environ:
+                os.environ["TF_CONFIG"] = tf_config(rank, size, hosts, tf_port)
+            options = tf.distribute.experimental.CommunicationOptions(
+                implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                communication_options=options)
+            resolver = self.strategy.cluster_resolver
+            self.rank, self.size = resolver.task_id, self.strategy.num_replicas_in_sync
+        else:
+            if framework == "ringd":
+                import ringd.keras as hvd
+                import ringd.tensorflow as tf_hvd
+            else:
+                try:
+                    import horovod.tensorflow as tf_hvd
+                    import horovod.tensorflow.keras as hvd
+                except ImportError as error:
+                    raise SystemExit(f"--framework horovod: {error} (bench/horovod_env.sh "
+                                     "builds Horovod; docs/tensorflow.md says whether it builds "
+                                     "against this TensorFlow)") from None
+            hvd.init()
+            self.hvd = hvd
+            self.tf_hvd = tf_hvd  # for custom loops: DistributedGradientTape
+            self.rank, self.size = hvd.rank(), hvd.size()
+
+    def scope(self):
+        """Where the model and optimizer are created."""
+        return self.strategy.scope() if self.strategy else contextlib.nullcontext()
+
+    def optimizer(self, optimizer):
+        return self.hvd.DistributedOptimizer(optimizer) if self.hvd else optimizer
+
+    def callbacks(self):
+        """Rank 0's initial state on every rank, and metrics averaged over the ranks."""
+        if self.hvd is None:
+            return []
+        return [self.hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                self.hvd.callbacks.MetricAverageCallback()]
+
+    def tape(self, tape, **kwargs):
+        """A custom loop's tape: the framework's DistributedGradientTape (ringd, Horovod)."""
+        return self.tf_hvd.DistributedGradientTape(tape, **kwargs) if self.hvd else tape
+
+    def distribute(self, dataset):
+        """A dataset of this rank's shard, batched per rank, as the framework wants it: MWMS takes
+        the global batch and splits it over the replicas, so its shard is batched at
+        batch * size and not sharded again."""
+        if self.strategy is None:
+            return dataset
+        options = self.tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = \
+            self.tf.data.experimental.AutoShardPolicy.OFF
+        return dataset.with_options(options)
+
+    def global_batch(self, batch):
+        return batch * self.size if self.strategy else batch
+
+    def shutdown(self):
+        if self.hvd is not None and self.framework == "ringd":
+            self.hvd.shutdown()
