@@ -13,9 +13,8 @@ is the median of its rounds, and the verdicts compare those medians.
 """
 import argparse
 import os
-import statistics
 
-from report_lib import read_jsonl, write_report
+from report_lib import plot_synthetic, rate_order, read_jsonl, synthetic_medians, write_report
 
 FRAMEWORK_NAMES = {"ringd": "ringd.torch", "horovod": "Horovod 0.28.1 (MPI)",
                    "ddp": "PyTorch DDP (gloo)", "ddp-ringd": "PyTorch DDP (ringd backend)",
@@ -24,24 +23,6 @@ FRAMEWORK_NAMES = {"ringd": "ringd.torch", "horovod": "Horovod 0.28.1 (MPI)",
 # backend) is ringd's, not a peer: no verdict compares with it.
 FRAMEWORK_ORDER = ("ringd", "ddp-ringd", "horovod", "ddp")
 
-
-
-def rate_order(rate):
-    digits = "".join(c for c in rate if c.isdigit()) or "0"
-    return (rate.endswith("gbit"), int(digits))
-
-
-def synthetic_medians(runs):
-    """{(rate, framework): (median img/s per rank, [each round's img/s in round order],
-    median of the rounds' 95% intervals)} of the synthetic runs."""
-    rounds = {}
-    for run in sorted(runs, key=lambda r: r.get("round", 1)):
-        if run["part"] == "synthetic":
-            rounds.setdefault((run["rate"], run["framework"]), []).append(run)
-    return {key: (statistics.median(r["img_per_s_per_rank"] for r in rs),
-                  [r["img_per_s_per_rank"] for r in rs],
-                  statistics.median(r["interval"] for r in rs))
-            for key, rs in rounds.items()}
 
 
 def synthetic_section(runs, verdicts):
@@ -115,40 +96,6 @@ def cnn_section(runs):
     return lines + [""]
 
 
-def plot(runs, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    runs = [r for r in runs if r["part"] == "synthetic"]
-    if not runs:
-        return False
-    rates = sorted({r["rate"] for r in runs}, key=rate_order)
-    frameworks = [f for f in FRAMEWORK_ORDER if any(r["framework"] == f for r in runs)]
-    medians = synthetic_medians(runs)
-    figure, axes = plt.subplots(figsize=(7, 4))
-    width = 0.8 / len(frameworks)
-    for i, framework in enumerate(frameworks):
-        xs = [j + i * width for j in range(len(rates))]
-        found = [medians.get((rate, framework), (0, [0], 0)) for rate in rates]
-        ys = [median for median, _, _ in found]
-        # The bars span the rounds: from the slowest to the fastest.
-        errors = [[median - min(each) for median, each, _ in found],
-                  [max(each) - median for median, each, _ in found]]
-        axes.bar(xs, ys, width, yerr=errors, label=FRAMEWORK_NAMES[framework])
-    axes.set_xticks([j + width * (len(frameworks) - 1) / 2 for j in range(len(rates))])
-    axes.set_xticklabels(rates)
-    axes.set_ylabel("img/s per rank")
-    axes.set_title("%s, %d emulated nodes (median and range of the rounds)" % (
-        runs[0]["profile"], runs[0]["ranks"]))
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    return True
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="compare_pytorch.sh's result directory")
@@ -158,7 +105,8 @@ def main():
     runs = read_jsonl(os.path.join(args.out, "runs.jsonl"))
     verdicts = []
     lines = synthetic_section(runs, verdicts) + single_section(runs, verdicts) + cnn_section(runs)
-    if not args.no_plot and plot(runs, os.path.join(args.out, "pytorch.png")):
+    if not args.no_plot and plot_synthetic(runs, os.path.join(args.out, "pytorch.png"),
+                                                     FRAMEWORK_NAMES, FRAMEWORK_ORDER):
         lines.append("plot: pytorch.png")
         lines.append("")
     write_report(args.out, lines, verdicts, args.meta)

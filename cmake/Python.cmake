@@ -80,7 +80,16 @@ if(NOT SKBUILD)
     add_test(NAME python_example_fashion_mnist
              COMMAND ${Python_EXECUTABLE} ${CMAKE_SOURCE_DIR}/examples/pytorch/fashion_mnist.py
                      --epochs 1 --limit-train 2048 --threads 1)
-    set_tests_properties(python_example_synthetic python_example_fashion_mnist PROPERTIES
+    add_test(NAME python_example_tf_synthetic
+             COMMAND ${Python_EXECUTABLE} ${CMAKE_SOURCE_DIR}/examples/tensorflow/synthetic_benchmark.py
+                     --profile resnet50 --compute-ms 0 --num-warmup-batches 1 --num-iters 1
+                     --num-batches-per-iter 2)
+    add_test(NAME python_example_keras_fashion_mnist
+             COMMAND ${Python_EXECUTABLE}
+                     ${CMAKE_SOURCE_DIR}/examples/tensorflow/keras_fashion_mnist.py
+                     --epochs 1 --limit-train 2048 --threads 1)
+    set_tests_properties(python_example_synthetic python_example_fashion_mnist
+                         python_example_tf_synthetic python_example_keras_fashion_mnist PROPERTIES
       TIMEOUT 300 LABELS python ENVIRONMENT "PYTHONPATH=${CMAKE_BINARY_DIR}/python;OMP_NUM_THREADS=1")
   endif()
 endif()

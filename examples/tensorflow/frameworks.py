@@ -5,6 +5,9 @@ RANK/WORLD_SIZE variables):
     --framework ringd     import ringd.keras as hvd / ringd.tensorflow (the default)
     --framework mwms      tf.distribute.MultiWorkerMirroredStrategy (its ring collectives)
     --framework horovod   import horovod.tensorflow.keras as hvd: the same calls, Horovod's engine
+    --framework ps        tf.distribute.ParameterServerStrategy: --ps-tasks parameter servers
+                          (on the first ranks' hosts), a worker per rank, rank 0's host also runs
+                          the coordinator (the chief); the seeds' architecture
     --framework none      plain TensorFlow, one process (the baseline a single rank is held to)
 
 MultiWorkerMirroredStrategy needs TF_CONFIG: a given one is used as it is; otherwise it is built
@@ -17,8 +20,12 @@ Keras 3.
 import contextlib
 import json
 import os
+import socket
+import subprocess
+import sys
+import time
 
-FRAMEWORKS = ("ringd", "mwms", "horovod", "none")
+FRAMEWORKS = ("ringd", "mwms", "ps", "horovod", "none")
 
 
 def launcher_rank_and_size():
@@ -43,7 +50,7 @@ class Distributed:
     """What an example needs from its framework: rank, size, the strategy's scope, the optimizer
     wrapper, the Keras callbacks, and a gradient tape for custom loops."""
 
-    def __init__(self, framework, hosts=None, tf_port=23456):
+    def __init__(self, framework, hosts=None, tf_port=23456, ps_tasks=1):
         import tensorflow as tf
 
         if framework not in FRAMEWORKS:
@@ -52,14 +59,17 @@ class Distributed:
         self.tf = tf
         self.hvd = None
         self.strategy = None
-        if framework in ("mwms", "horovod"):
+        if framework in ("mwms", "ps", "horovod"):
             os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
             import tf_keras as keras
         else:
             import keras
         self.keras = keras  # the Keras this framework trains with
+        self.coordinator = None
         if framework == "none":
             self.rank, self.size = 0, 1
+        elif framework == "ps":
+            self._start_ps_cluster(hosts, tf_port, ps_tasks)
         elif framework == "mwms":
             rank, size = launcher_rank_and_size()
             if "TF_CONFIG" not in os.environ:
@@ -87,6 +97,77 @@ class Distributed:
             self.tf_hvd = tf_hvd  # for custom loops: DistributedGradientTape
             self.rank, self.size = hvd.rank(), hvd.size()
 
+    def _start_ps_cluster(self, hosts, base_port, ps_tasks):
+        """ParameterServerStrategy from one launcher line: every rank starts a worker server (and
+        the first ps_tasks ranks a parameter server) as child processes; rank 0 becomes the
+        chief, which drives the training. The other ranks return only when the chief is done:
+        they exit here."""
+        rank, size = launcher_rank_and_size()
+        hosts = hosts or ["127.0.0.1"] * size
+        if len(hosts) == 1:
+            hosts = hosts * size
+        if len(hosts) != size:
+            raise SystemExit(f"--hosts names {len(hosts)} hosts for {size} ranks")
+        if not 1 <= ps_tasks <= size:
+            raise SystemExit(f"--ps-tasks {ps_tasks}: between 1 and the {size} ranks")
+        cluster = {"chief": [f"{hosts[0]}:{base_port}"],
+                   "worker": [f"{hosts[i]}:{base_port + 1 + i}" for i in range(size)],
+                   "ps": [f"{hosts[i]}:{base_port + 101 + i}" for i in range(ps_tasks)]}
+        children = [self._start_server(cluster, "worker", rank)]
+        if rank < ps_tasks:
+            children.append(self._start_server(cluster, "ps", rank))
+        done_address = (hosts[0], base_port + 201)
+        if rank != 0:
+            # Until the chief closes this connection: then the servers go, and this rank ends.
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    connection = socket.create_connection(done_address, timeout=5)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            connection.settimeout(None)
+            while connection.recv(1):
+                pass
+            for child in children:
+                child.kill()
+            sys.exit(0)
+        listener = socket.create_server(("", done_address[1]))
+        self._others = [listener.accept()[0] for _ in range(size - 1)]  # every server is up
+        self._children = children
+        os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                              "task": {"type": "chief", "index": 0}})
+        tf = self.tf
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        self.strategy = tf.distribute.ParameterServerStrategy(resolver)
+        self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        self.rank, self.size = 0, size
+
+    @staticmethod
+    def _start_server(cluster, kind, index):
+        """A TensorFlow server for task `kind` `index`, in a child process that ends with this
+        one (its stdin closes); returns once it listens."""
+        code = (
+            "import os, sys, threading\n"
+            "import tensorflow as tf\n"
+            "threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True)"
+            ".start()\n"
+            "r = tf.distribute.cluster_resolver.TFConfigClusterResolver()\n"
+            "server = tf.distribute.Server(r.cluster_spec(), job_name=r.task_type, "
+            "task_index=r.task_id, protocol='grpc', start=True)\n"
+            "print('ready', flush=True)\n"
+            "server.join()\n")
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": kind, "index": index}}))
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        child = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        if child.stdout.readline().strip() != "ready":
+            raise SystemExit(f"the {kind} {index} server did not start (exit {child.wait()})")
+        return child
+
     def scope(self):
         """Where the model and optimizer are created."""
         return self.strategy.scope() if self.strategy else contextlib.nullcontext()
@@ -109,7 +190,7 @@ class Distributed:
         """A dataset of this rank's shard, batched per rank, as the framework wants it: MWMS takes
         the global batch and splits it over the replicas, so its shard is batched at
         batch * size and not sharded again."""
-        if self.strategy is None:
+        if self.strategy is None or self.coordinator is not None:
             return dataset
         options = self.tf.data.Options()
         options.experimental_distribute.auto_shard_policy = \
@@ -117,8 +198,17 @@ class Distributed:
         return dataset.with_options(options)
 
     def global_batch(self, batch):
-        return batch * self.size if self.strategy else batch
+        return batch * self.size if self.strategy and not self.coordinator else batch
 
     def shutdown(self):
         if self.hvd is not None and self.framework == "ringd":
             self.hvd.shutdown()
+        if self.coordinator is not None:  # the other ranks and every server end, then this one
+            for connection in self._others:
+                connection.close()
+            for child in self._children:
+                child.kill()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            # Not a normal exit: TensorFlow's coordinator would keep calling the servers gone.
+            os._exit(0)

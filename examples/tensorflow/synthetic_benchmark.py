@@ -7,6 +7,7 @@ flags and writes the same --json.
 
     mpirun -np 4 python examples/tensorflow/synthetic_benchmark.py --profile resnet50
     mpirun -np 4 python examples/tensorflow/synthetic_benchmark.py --framework mwms
+    mpirun -np 4 python examples/tensorflow/synthetic_benchmark.py --framework ps --ps-tasks 2
 
 The model: one variable per line of the profile (flat, the profile's element count). The forward
 pass runs through them in order and the backward pass in reverse, as a network's would: each
@@ -14,7 +15,11 @@ tensor's backward waits its share of --compute-ms (two thirds of it; the forward
 shares proportional to the tensor's size: a GPU's time, which leaves the CPU to the communication)
 and produces a dense gradient. The step is one tf.function: ringd's DistributedGradientTape, or
 MultiWorkerMirroredStrategy's run() with its optimizer's all-reduce, then plain SGD. The waits are
-stateless host functions, so they never order the frameworks' collectives behind them.
+stateless host functions, so they never order the frameworks' collectives behind them. Under
+ParameterServerStrategy the coordinator schedules one step per worker and rank at a time (its
+steps are asynchronous: each worker pulls the variables, pushes its gradients; img/s per rank is
+the steps all workers completed); its workers cannot run the host functions, so it takes
+--compute-ms 0 (the communication alone).
 Prints images/s per rank (--batch-size images per step), mean and 95% interval over --num-iters.
 """
 import argparse
@@ -91,7 +96,9 @@ def main():
     parser.add_argument("--num-iters", type=int, default=5)
     parser.add_argument("--fp16-allreduce", action="store_true")
     parser.add_argument("--hosts", default="", help="mwms: comma-separated host per rank")
-    parser.add_argument("--tf-port", type=int, default=23456, help="mwms: TensorFlow's base port")
+    parser.add_argument("--tf-port", type=int, default=23456,
+                        help="mwms, ps: TensorFlow's base port")
+    parser.add_argument("--ps-tasks", type=int, default=1, help="ps: parameter servers")
     parser.add_argument("--json", help="write the result here (rank 0)")
     args = parser.parse_args()
     if min(args.batch_size, args.num_batches_per_iter, args.num_iters) < 1 or \
@@ -100,7 +107,11 @@ def main():
 
     import tensorflow as tf
 
-    dist = Distributed(args.framework, [h for h in args.hosts.split(",") if h], args.tf_port)
+    if args.framework == "ps" and args.compute_ms != 0:
+        parser.error("--framework ps: --compute-ms must be 0 (its workers are other processes, "
+                     "which cannot run the modeled compute's host functions)")
+    dist = Distributed(args.framework, [h for h in args.hosts.split(",") if h], args.tf_port,
+                       args.ps_tasks)
     tensors = read_profile(args.profile)
     total = sum(count for _, count in tensors)
     compute_s = args.compute_ms / 1000.0
@@ -125,7 +136,22 @@ def main():
         return x, tape
 
     lr = 0.01
-    if dist.strategy is not None:
+    if dist.coordinator is not None:
+        with dist.scope():
+            optimizer = dist.keras.optimizers.SGD(lr)
+
+        @tf.function
+        def worker_step():
+            def replica_step():
+                loss, tape = loss_and_tape()
+                optimizer.apply_gradients(zip(tape.gradient(loss, weights), weights))
+            dist.strategy.run(replica_step)
+
+        def step():  # one step per worker, then all of them done
+            for _ in range(dist.size):
+                dist.coordinator.schedule(worker_step)
+            dist.coordinator.join()
+    elif dist.strategy is not None:
         with dist.scope():
             optimizer = dist.keras.optimizers.SGD(lr)
 

@@ -1,7 +1,13 @@
-"""DistributedOptimizer for Keras 3: the given optimizer's class, with apply() averaging the
-gradients across the ranks first (ringd.tensorflow.gradient_tape.allreduce_gradients: one
-submission per gradient, last layer first, then one wait), so clipping, loss scaling and the
-update itself see the average, as on one process with the global batch."""
+"""DistributedOptimizer for Keras 3: the given optimizer's class, averaging the gradients across
+the ranks before clipping, weight decay and the update, as on one process with the global batch.
+
+Where: Keras 3's optimizers run `_clip_gradients(grads)` once per update, right before the
+update, in both of their paths (every batch, or every N-th with gradient_accumulation_steps);
+the gradients are allreduced there (ringd.tensorflow.gradient_tape.allreduce_gradients: one
+submission per gradient, last layer first, then one wait), so with backward_passes_per_step=N
+they cross the network once per N batches, Horovod's local aggregation. An optimizer class
+without that method (a Keras that renamed it) averages in apply() instead, every batch.
+"""
 
 from ringd._runtime import Average
 from ringd.tensorflow.collectives import check_process_set
@@ -12,13 +18,25 @@ from ringd.tensorflow.gradient_tape import allreduce_gradients
 class _Distributed:
     """Mixed in front of the optimizer's own class."""
 
+    _ringd_in_clip = True  # the class has _clip_gradients (set per class below)
+
     def apply(self, grads, trainable_variables=None):
-        grads = list(grads)
         variables = (list(trainable_variables) if trainable_variables is not None
                      else list(self._trainable_variables))
-        reduced = allreduce_gradients(grads, variables, prefix="keras.gradient",
-                                      **self._ringd_options)
-        return super().apply(reduced, trainable_variables)
+        # The variables of this apply(), for _clip_gradients' names.
+        self._ringd_variables = variables
+        if not self._ringd_in_clip:
+            grads = self._ringd_allreduce(list(grads))
+        return super().apply(grads, trainable_variables)
+
+    def _clip_gradients(self, grads):
+        if self._ringd_in_clip:
+            grads = self._ringd_allreduce(list(grads))
+        return super()._clip_gradients(grads)
+
+    def _ringd_allreduce(self, grads):
+        return allreduce_gradients(grads, self._ringd_variables, prefix="keras.gradient",
+                                   **self._ringd_options)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",  # noqa: N802
@@ -26,26 +44,35 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=None, scale_local_gradients=True):
-    """A new optimizer of `optimizer`'s class and configuration whose apply() (and so
-    apply_gradients and model.fit) averages the gradients across the ranks first.
+    """A new optimizer of `optimizer`'s class and configuration whose updates (apply,
+    apply_gradients, model.fit) use the gradients averaged across the ranks.
 
-    backward_passes_per_step=N: the optimizer steps every N batches on the mean of their
-    averaged gradients (Keras 3's own gradient_accumulation_steps; the gradients still cross the
-    network at every batch: this saves optimizer steps, not communication).
-    average_aggregated_gradients is accepted for Horovod's signature (Keras averages the passes).
+    backward_passes_per_step=N: the gradients of N batches are aggregated locally (Keras 3's
+    gradient_accumulation_steps) and cross the network once, before the update; summed over the
+    N passes, or averaged with average_aggregated_gradients=True (Horovod's rule).
     """
-    del device_dense, device_sparse, average_aggregated_gradients, scale_local_gradients
+    del device_dense, device_sparse, scale_local_gradients
     check_process_set(process_set)
+    passes = int(backward_passes_per_step)
+    if passes < 1:
+        raise ValueError(f"ringd.keras: backward_passes_per_step={backward_passes_per_step}: "
+                         "at least 1")
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
-    if backward_passes_per_step > 1:
-        config["gradient_accumulation_steps"] = int(backward_passes_per_step)
+    if passes > 1:
+        config["gradient_accumulation_steps"] = passes
     base = type(optimizer)
-    cls = type(base.__name__, (_Distributed, base), {})
+    cls = type(base.__name__, (_Distributed, base),
+               {"_ringd_in_clip": hasattr(base, "_clip_gradients")})
     distributed = cls.from_config(config)
+    # Keras averages the N passes; Horovod's default is their sum.
+    postscale = 1.0 if passes == 1 or average_aggregated_gradients else float(passes)
+    if postscale != 1.0 and gradient_predivide_factor != 1.0:
+        raise ValueError("ringd.keras: gradient_predivide_factor with backward_passes_per_step > 1 "
+                         "needs average_aggregated_gradients=True")
     distributed._ringd_options = dict(
         op=op, compression=compression, sparse_as_dense=sparse_as_dense,
         gradient_predivide_factor=gradient_predivide_factor, num_groups=num_groups,
-        groups=groups)
+        groups=groups, postscale_factor=postscale)
     return distributed

@@ -42,10 +42,11 @@ def _group_of(variables, num_groups, groups):
 
 def allreduce_gradients(gradients, variables, op=Average, compression=Compression.none,
                         sparse_as_dense=False, gradient_predivide_factor=1.0, num_groups=0,
-                        groups=None, prefix="gradient"):
-    """`op` over every rank's gradients (a list, None entries kept); eager or in tf.function."""
+                        groups=None, prefix="gradient", postscale_factor=1.0):
+    """`op` over every rank's gradients (a list, None entries kept), dense ones multiplied by
+    postscale_factor after; eager or in tf.function."""
     op = check_op(op)
-    prescale, postscale = 1.0, 1.0
+    prescale, postscale = 1.0, postscale_factor
     if gradient_predivide_factor != 1.0:
         if op != Average:
             raise InvalidArgumentError("ringd: gradient_predivide_factor needs op=Average")
@@ -53,7 +54,7 @@ def allreduce_gradients(gradients, variables, op=Average, compression=Compressio
         from ringd import _runtime
 
         prescale = 1.0 / gradient_predivide_factor
-        postscale = gradient_predivide_factor / _runtime.size()
+        postscale *= gradient_predivide_factor / _runtime.size()
         op = Sum
     gradients = list(gradients)
     variables = list(variables)

@@ -257,19 +257,29 @@ def keras_fit_matches_one_process():
         return keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="tanh"),
                                  keras.layers.Dense(1)])
 
-    for make_optimizer in (lambda: keras.optimizers.SGD(0.1),
-                           lambda: keras.optimizers.Adam(0.01)):
+    # (optimizer, DistributedOptimizer's keywords, the one-process reference's optimizer): with
+    # backward_passes_per_step=2 the reference accumulates 2 global batches the same way.
+    cases = [(lambda: keras.optimizers.SGD(0.1), {}, lambda: keras.optimizers.SGD(0.1)),
+             (lambda: keras.optimizers.Adam(0.01), {}, lambda: keras.optimizers.Adam(0.01)),
+             (lambda: keras.optimizers.Adam(0.01),
+              dict(backward_passes_per_step=2, average_aggregated_gradients=True),
+              lambda: keras.optimizers.Adam(0.01, gradient_accumulation_steps=2)),
+             # Horovod's default: the passes summed (the reference's lr doubled: SGD is linear).
+             (lambda: keras.optimizers.SGD(0.05), dict(backward_passes_per_step=2),
+              lambda: keras.optimizers.SGD(0.1, gradient_accumulation_steps=2))]
+    for make_optimizer, keywords, make_reference in cases:
         mine = model(seed=RANK)  # different initial weights: the callback makes them rank 0's
-        mine.compile(optimizer=hvd_keras.DistributedOptimizer(make_optimizer()), loss="mse")
+        mine.compile(optimizer=hvd_keras.DistributedOptimizer(make_optimizer(), **keywords),
+                     loss="mse")
         history = mine.fit(x[rows], y[rows], batch_size=batch, epochs=2, shuffle=False, verbose=0,
                            callbacks=[hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
                                       hvd_keras.callbacks.MetricAverageCallback()])
         reference = model(seed=0)
-        reference.compile(optimizer=make_optimizer(), loss="mse")
+        reference.compile(optimizer=make_reference(), loss="mse")
         reference.fit(x, y, batch_size=batch * SIZE, epochs=2, shuffle=False, verbose=0)
         for a, b in zip(mine.get_weights(), reference.get_weights()):
             diff = np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-12)
-            assert diff <= 1e-5, f"{type(mine.optimizer).__name__}: {diff}"
+            assert diff <= 1e-5, f"{type(mine.optimizer).__name__} {keywords}: {diff}"
         losses = hvd.allgather_object(history.history["loss"])
         assert all(loss == losses[0] for loss in losses), losses  # averaged: the same everywhere
 
