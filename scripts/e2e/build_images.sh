@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds ringd's images for real and runs them: the CPU image from the repository's Dockerfile
-# (VARIANT=cpu FROM a Debian 12 base) and, with --pytorch, examples/pytorch/Dockerfile on top of it.
-# Then `ringd --version` and the demo's 4-rank training (mpirun, TCP transport) inside a container.
+# (VARIANT=cpu FROM a Debian 12 base) and, with --pytorch / --tensorflow, examples/pytorch/'s and
+# examples/tensorflow/'s Dockerfiles on top of it. Then `ringd --version` and the demo's 4-rank
+# training (mpirun, TCP transport) inside a container; with --tensorflow also a 2-rank ringd.keras
+# run of the Keras example as the image's user, with the ops built into the image (no compiler).
 # Prints each image's size and build time. Part of scripts/e2e_k8s.sh; runs alone too.
 #
-#   scripts/e2e/build_images.sh [--pytorch] [--no-smoke]
+#   scripts/e2e/build_images.sh [--pytorch] [--tensorflow] [--no-smoke]
 #
 # No registry can be reached here but Debian's mirror and PyPI, so the base image is made with
 # mmdebstrap from the host's own apt sources (once: kept as $RINGD_E2E_CACHE/bookworm.tar) and
@@ -16,13 +18,14 @@ E2E_NAME=build_images
 # shellcheck source=scripts/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-pytorch=0 smoke=1
+pytorch=0 tensorflow=0 smoke=1
 for arg in "$@"; do
   case $arg in
     --pytorch) pytorch=1 ;;
+    --tensorflow) tensorflow=1 ;;
     --no-smoke) smoke=0 ;;
     -h | --help)
-      sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument '$arg' (see --help)" ;;
@@ -92,6 +95,11 @@ if ((pytorch)); then
   build localhost/ringd-pytorch:0.1.0 examples/pytorch/Dockerfile "${mounts[@]}" \
     RINGD_IMAGE=localhost/ringd:0.1.0-cpu CPU_BASE=$base TORCH_INDEX_URL=
 fi
+if ((tensorflow)); then
+  mapfile -t mounts < <(pip_mounts)
+  build localhost/ringd-tensorflow:0.1.0 examples/tensorflow/Dockerfile "${mounts[@]}" \
+    RINGD_IMAGE=localhost/ringd:0.1.0-cpu CPU_BASE=$base
+fi
 
 if ((smoke)); then
   run=(podman run --rm --network none --entrypoint)
@@ -115,6 +123,19 @@ $(tail -n 20 <<<"$out")"
       'import torch, ringd.torch as hvd; print("torch", torch.__version__, "ringd.torch", hvd.__name__)' 2>&1) ||
       die "import ringd.torch failed in the PyTorch image: $out"
     report+=("PyTorch image: $out")
+  fi
+  if ((tensorflow)); then
+    t0=$SECONDS
+    out=$("${run[@]}" mpirun localhost/ringd-tensorflow:0.1.0 -np 2 --oversubscribe \
+      --mca mpi_yield_when_idle 1 --mca btl self,tcp --mca btl_tcp_if_include lo \
+      --mca oob_tcp_if_include lo -x RINGD_TRANSPORT=tcp -x RINGD_IFACE=lo \
+      python3 /opt/ringd/examples/tensorflow/keras_fashion_mnist.py --epochs 1 \
+      --limit-train 4096 2>&1) || die "the Keras example failed in the TensorFlow image:
+$(tail -n 20 <<<"$out")"
+    accuracy=$(grep -o 'final test accuracy [0-9.]*' <<<"$out" | tail -n1)
+    [[ -n $accuracy ]] || die "the Keras example printed no test accuracy:
+$(tail -n 20 <<<"$out")"
+    report+=("TensorFlow image, ringd.keras on 2 ranks (4096 images, 1 epoch): $accuracy in $((SECONDS - t0)) s")
   fi
 fi
 printf 'build_images: %s\n' "${report[@]}"
