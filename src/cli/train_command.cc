@@ -49,6 +49,10 @@ steps and at the end, atomically, with a SHA-256 checksum; --resume continues fr
 intact one (corrupt or truncated files are skipped with a warning) and reaches the same
 parameters as a run that never stopped.
 
+TensorBoard (--tensorboard DIR): rank 0 writes DIR/events.out.tfevents.<time>.<host>.<pid>.ringd
+with train/loss, train/accuracy, train/samples_per_s and train/communication_ratio at every
+progress line and test/accuracy after each epoch; `tensorboard --logdir DIR` shows them.
+
 Stopping: SIGTERM or SIGINT on any rank stops every rank after the same step (allreduce mode);
 rank 0 writes a checkpoint of it and all exit 128+N (143 for SIGTERM). A second SIGINT ends the
 process at once. When a step fails (a dead peer), rank 0 first writes a checkpoint of the last
@@ -144,6 +148,10 @@ void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagTex
   app.add_option("--json", config->json_path, "write a JSON summary to FILE (rank 0)")
       ->type_name("FILE")
       ->check(writable_output_file());
+  app.add_option("--tensorboard", config->tensorboard_dir,
+                 "rank 0 writes TensorBoard event files (loss, accuracy, samples/s, communication "
+                 "ratio) to DIR")
+      ->type_name("DIR");
   app.add_option("--params-out", config->params_out,
                  "write the final parameters to FILE (raw float32, registration order; rank 0)")
       ->type_name("FILE")

@@ -55,7 +55,10 @@ struct TrainConfig {
   size_t keep_checkpoints = 3;   // newest files kept (0 = all)
   bool resume = false;
 
-  std::string json_path;   // machine-readable summary (rank 0)
+  std::string json_path;  // machine-readable summary (rank 0)
+  // TensorBoard event files of the training curves (rank 0; runners/tensorboard_writer.h);
+  // empty = none.
+  std::string tensorboard_dir;
   std::string params_out;  // final parameters, raw float32 in registration order (rank 0)
   int64_t log_every = 50;  // progress line every N steps (rank 0)
   double throttle_ms = 0;  // sleep after every step (tests: a run long enough to kill)

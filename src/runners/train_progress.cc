@@ -13,7 +13,11 @@ TrainProgress::TrainProgress(const TrainConfig& config, const TrainShape& shape,
       gradient_bytes_per_step_(gradient_bytes_per_step),
       blocked_before_(blocked_before),
       metrics_path_(tunables().metrics_file),
-      last_metrics_(std::chrono::steady_clock::now()) {}
+      last_metrics_(std::chrono::steady_clock::now()) {
+  if (rank_ == 0 && !config_.tensorboard_dir.empty()) {
+    tensorboard_ = std::make_unique<TensorBoardWriter>(config_.tensorboard_dir);
+  }
+}
 
 void TrainProgress::after_step(int64_t step, const model::ForwardResult& result, double seconds,
                                double blocked_now, double blocked_step, const Engine* engine,
@@ -42,10 +46,29 @@ void TrainProgress::after_step(int64_t step, const model::ForwardResult& result,
     line.replay = config_.model == ModelKind::kReplay;
     line.gradient_bytes_per_step = gradient_bytes_per_step_;
     print_progress(line, interval_);
+    if (tensorboard_) write_scalars(done);  // before the interval starts anew
     summary.last_loss = interval_.mean_loss();
     summary.last_accuracy = interval_.accuracy();
     interval_ = ProgressInterval{};
   }
+}
+
+void TrainProgress::epoch_evaluated(int64_t step, double test_accuracy) {
+  if (!tensorboard_) return;
+  tensorboard_->scalar("test/accuracy", step, test_accuracy);
+  tensorboard_->flush();
+}
+
+void TrainProgress::write_scalars(int64_t step) {
+  // The replay model has no loss or accuracy (its progress line shows neither).
+  if (config_.model != ModelKind::kReplay) {
+    tensorboard_->scalar("train/loss", step, interval_.mean_loss());
+    tensorboard_->scalar("train/accuracy", step, interval_.accuracy());
+  }
+  tensorboard_->scalar("train/samples_per_s", step,
+                       interval_.samples_per_second(shape_.global_batch));
+  tensorboard_->scalar("train/communication_ratio", step, interval_.comm_share());
+  tensorboard_->flush();
 }
 
 void TrainProgress::publish(double seconds, double blocked_now, const Engine* engine) {

@@ -21,9 +21,7 @@ std::string format_duration(double seconds) {
 
 std::string format_progress(const ProgressLine& line, const ProgressInterval& interval) {
   const double samples_per_second =
-      interval.seconds() > 0 ? static_cast<double>(interval.steps()) *
-                                   static_cast<double>(line.global_batch) / interval.seconds()
-                             : 0;
+      interval.samples_per_second(static_cast<size_t>(line.global_batch));
   char text[256];
   if (line.replay) {
     const double step_seconds =

@@ -34,6 +34,11 @@ class ProgressInterval {
   }
   int64_t steps() const { return steps_; }
   double seconds() const { return seconds_; }
+  // The progress line's samples/s: the global batch (every rank) of each step per second.
+  double samples_per_second(size_t global_batch) const {
+    return seconds_ > 0 ? static_cast<double>(steps_) * static_cast<double>(global_batch) / seconds_
+                        : 0;
+  }
   double comm_share() const { return seconds_ > 0 ? blocked_ / seconds_ : 0; }
 
  private:

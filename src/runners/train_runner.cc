@@ -189,6 +189,7 @@ class TrainRank {
           summary.epochs.push_back(
               evaluate_epoch(step_.model(), data_.test, step / shape_.steps_per_epoch + 1, done));
           summary.test_accuracy = summary.epochs.back().test_accuracy;
+          progress.epoch_evaluated(done, summary.test_accuracy);
         }
         checkpoints.after_step(done, progress.step_seconds(), summary);
         if (stop != 0) {
