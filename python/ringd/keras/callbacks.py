@@ -1,4 +1,5 @@
-"""Horovod's Keras callbacks for Keras 3:
+"""Horovod's Keras callbacks for Keras 3 (ringd.tensorflow.keras has the same for tf_keras, Keras 2,
+on the same logic: the _* mixins here):
 
   BroadcastGlobalVariablesCallback(root_rank)  rank root_rank's model and optimizer variables on
                                                every rank when training begins (Keras 3 builds
@@ -23,7 +24,7 @@ from ringd import collectives as numpy_collectives
 from ringd.tensorflow.functions import broadcast_variables
 
 
-class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+class _BroadcastGlobalVariables:
     def __init__(self, root_rank, device=""):
         super().__init__()
         del device
@@ -31,15 +32,16 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         model = self.model
-        if getattr(model, "optimizer", None) is not None and not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
+        if getattr(model, "optimizer", None) is not None and \
+                not getattr(model.optimizer, "built", False):
+            model.optimizer.build(model.trainable_variables)  # idempotent in tf_keras
         variables = list(model.variables)
         if getattr(model, "optimizer", None) is not None:
             variables += list(model.optimizer.variables)
         broadcast_variables(variables, self.root_rank)
 
 
-class MetricAverageCallback(keras.callbacks.Callback):
+class _MetricAverage:
     def __init__(self, device=""):
         super().__init__()
         del device
@@ -55,7 +57,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
             logs[key] = float(value)
 
 
-class _LearningRateCallback(keras.callbacks.Callback):
+class _LearningRate:
     """Sets the optimizer's learning rate at each batch from rate(epoch as a float)."""
 
     def __init__(self, initial_lr, steps_per_epoch, verbose):
@@ -91,7 +93,7 @@ class _LearningRateCallback(keras.callbacks.Callback):
             logs["lr"] = float(np.asarray(self.model.optimizer.learning_rate))
 
 
-class LearningRateWarmupCallback(_LearningRateCallback):
+class _LearningRateWarmup(_LearningRate):
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
         super().__init__(initial_lr, steps_per_epoch, verbose)
@@ -112,7 +114,7 @@ class LearningRateWarmupCallback(_LearningRateCallback):
                   f"{self.initial_lr:g}.")
 
 
-class LearningRateScheduleCallback(_LearningRateCallback):
+class _LearningRateSchedule(_LearningRate):
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None, verbose=0):
         super().__init__(initial_lr, steps_per_epoch, verbose)
@@ -127,3 +129,19 @@ class LearningRateScheduleCallback(_LearningRateCallback):
 
     def rate(self, epoch):
         return self.initial_lr * self.multiplier(int(epoch) if self.staircase else epoch)
+
+
+class BroadcastGlobalVariablesCallback(_BroadcastGlobalVariables, keras.callbacks.Callback):
+    pass
+
+
+class MetricAverageCallback(_MetricAverage, keras.callbacks.Callback):
+    pass
+
+
+class LearningRateWarmupCallback(_LearningRateWarmup, keras.callbacks.Callback):
+    pass
+
+
+class LearningRateScheduleCallback(_LearningRateSchedule, keras.callbacks.Callback):
+    pass

@@ -1,5 +1,6 @@
-"""DistributedOptimizer for Keras 3: the given optimizer's class, averaging the gradients across
-the ranks before clipping, weight decay and the update, as on one process with the global batch.
+"""DistributedOptimizer for Keras 3 and tf_keras (Keras 2): the given optimizer's class, averaging
+the gradients across the ranks before clipping, weight decay and the update, as on one process
+with the global batch.
 
 Where: Keras 3's optimizers run `_clip_gradients(grads)` once per update, right before the
 update, in both of their paths (every batch, or every N-th with gradient_accumulation_steps);
@@ -7,6 +8,8 @@ the gradients are allreduced there (ringd.tensorflow.gradient_tape.allreduce_gra
 submission per gradient, last layer first, then one wait), so with backward_passes_per_step=N
 they cross the network once per N batches, Horovod's local aggregation. An optimizer class
 without that method (a Keras that renamed it) averages in apply() instead, every batch.
+tf_keras's optimizers (Keras 2's, which model.fit reaches through minimize and apply_gradients)
+average in apply_gradients; they have no gradient accumulation, so backward_passes_per_step is 1.
 """
 
 from ringd._runtime import Average
@@ -21,12 +24,15 @@ class _Distributed:
     _ringd_in_clip = True  # the class has _clip_gradients (set per class below)
 
     def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
         variables = (list(trainable_variables) if trainable_variables is not None
                      else list(self._trainable_variables))
-        # The variables of this apply(), for _clip_gradients' names.
-        self._ringd_variables = variables
         if not self._ringd_in_clip:
-            grads = self._ringd_allreduce(list(grads))
+            self._ringd_variables = variables
+            grads = self._ringd_allreduce(grads)
+        else:
+            # What reaches _clip_gradients: Keras drops the variables without a gradient first.
+            self._ringd_variables = [v for g, v in zip(grads, variables) if g is not None]
         return super().apply(grads, trainable_variables)
 
     def _clip_gradients(self, grads):
@@ -37,6 +43,21 @@ class _Distributed:
     def _ringd_allreduce(self, grads):
         return allreduce_gradients(grads, self._ringd_variables, prefix="keras.gradient",
                                    **self._ringd_options)
+
+
+class _DistributedKeras2:
+    """Mixed in front of a tf_keras (Keras 2) optimizer's class."""
+
+    def apply_gradients(self, grads_and_vars, *args, **kwargs):
+        pairs = list(grads_and_vars)
+        variables = [variable for _, variable in pairs]
+        grads = allreduce_gradients([grad for grad, _ in pairs], variables,
+                                    prefix="keras.gradient", **self._ringd_options)
+        return super().apply_gradients(list(zip(grads, variables)), *args, **kwargs)
+
+
+def _is_keras2(optimizer):
+    return type(optimizer).__module__.startswith("tf_keras.")
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",  # noqa: N802
@@ -60,11 +81,17 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
-    if passes > 1:
-        config["gradient_accumulation_steps"] = passes
     base = type(optimizer)
-    cls = type(base.__name__, (_Distributed, base),
-               {"_ringd_in_clip": hasattr(base, "_clip_gradients")})
+    if _is_keras2(optimizer):
+        if passes > 1:
+            raise NotImplementedError("ringd.keras: backward_passes_per_step > 1 needs Keras 3's "
+                                      "gradient accumulation; tf_keras optimizers have none")
+        cls = type(base.__name__, (_DistributedKeras2, base), {})
+    else:
+        if passes > 1:
+            config["gradient_accumulation_steps"] = passes
+        cls = type(base.__name__, (_Distributed, base),
+                   {"_ringd_in_clip": hasattr(base, "_clip_gradients")})
     distributed = cls.from_config(config)
     # Keras averages the N passes; Horovod's default is their sum.
     postscale = 1.0 if passes == 1 or average_aggregated_gradients else float(passes)
