@@ -36,13 +36,13 @@
 #   figure moves by 10% and more), the CNN once (ringd on Keras 3, MWMS on tf_keras: Keras 3's
 #   fit cannot run MWMS; PS has no CNN run: Keras 3's fit has no ParameterServerStrategy).
 # single: one process, no network: plain TensorFlow (--framework none) against ringd on the
-#   synthetic model (what one rank pays for going through ringd).
+#   synthetic model (what one rank pays for going through ringd), --rounds interleaved rounds.
 # Everything runs in scripts/python_env.sh's environment (tensorflow-cpu 2.21); Horovod would be
 # bench/horovod_env.sh's, which builds its PyTorch binding only (docs/tensorflow.md says why its
 # TensorFlow binding is not measured). Then bench/report_tensorflow.py writes DIR/table.md (with
-# the acceptance verdicts) and DIR/tensorflow.png. The peers' sockets use the nodes' default TCP congestion control: the host's,
-# or RINGD_CLUSTER_CONGESTION's (bench/cluster.sh); ringd's choose their own
-# (RINGD_TCP_CONGESTION, reno). The table's last line says which.
+# the acceptance verdicts) and DIR/tensorflow.png. The peers' sockets use the nodes' default TCP
+# congestion control: the host's, or RINGD_CLUSTER_CONGESTION's (bench/cluster.sh); ringd's choose
+# their own (RINGD_TCP_CONGESTION, reno). The table's last line says which.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
@@ -137,15 +137,19 @@ synthetic_flags=(--profile "$profile" --compute-ms "$compute_ms" --num-iters "$i
   --num-batches-per-iter 5 --num-warmup-batches 3)
 
 if wants single; then
-  for framework in none ringd; do
-    json=$out/single.$framework.json
-    bench_log "single: synthetic_benchmark.py --framework $framework, one process"
-    if env PYTHONPATH="$build_dir/python" "$python" examples/tensorflow/synthetic_benchmark.py \
-      --framework "$framework" "${synthetic_flags[@]}" --json "$json" >>"$out/single.log" 2>&1; then
-      record single "$framework" none 1 "$json"
-    else
-      bench_log "single $framework failed (see $out/single.log)"
-    fi
+  # --rounds rounds, the two interleaved: their medians are compared.
+  for ((round = 1; round <= rounds; round++)); do
+    for framework in none ringd; do
+      json=$out/single.$framework.$round.json
+      bench_log "single: synthetic_benchmark.py --framework $framework, one process, round $round"
+      if env PYTHONPATH="$build_dir/python" RINGD_CACHE_DIR="$out/cache" TF_CPP_MIN_LOG_LEVEL=2 \
+        "$python" examples/tensorflow/synthetic_benchmark.py --framework "$framework" \
+        "${synthetic_flags[@]}" --json "$json" >>"$out/single.log" 2>&1; then
+        record single "$framework" none "$round" "$json"
+      else
+        bench_log "single $framework failed (see $out/single.log)"
+      fi
+    done
   done
 fi
 

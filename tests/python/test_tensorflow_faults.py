@@ -1,5 +1,6 @@
 """A rank killed in the middle of training: every survivor's model.fit (or tf.function step) fails
-within ringd's timeout, naming the lost peer, instead of hanging (workers/tensorflow_faults_worker.py)."""
+within ringd's timeout, naming the lost peer, instead of hanging
+(workers/tensorflow_faults_worker.py)."""
 
 import time
 

@@ -8,7 +8,8 @@ release (Horovod's native build against TensorFlow's C++ ABI is what broke on ea
 library is cached per TensorFlow version and source hash under $RINGD_CACHE_DIR (default
 ~/.cache/ringd); a new TensorFlow costs one compile (about a second), not a reinstall. Ranks that
 start at once on one machine compile once (a file lock). RINGD_TF_OPS=path loads a library built
-beforehand (an image without a compiler: build it in the image, `python -m ringd.tensorflow._build`).
+beforehand (an image without a compiler: build it in the image, `python -m
+ringd.tensorflow._build`).
 """
 
 import ctypes
