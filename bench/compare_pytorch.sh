@@ -115,17 +115,6 @@ write_meta "$command_line" "nodes=$nodes" "rates=$rates" "profile=$profile" \
   "torch=$("$python" -c 'import torch; print(torch.__version__)')" \
   "horovod_torch=${horovod_python:+$("$horovod_python" -c 'import torch; print(torch.__version__)')}"
 
-# record PART FRAMEWORK RATE ROUND JSON: one tagged line in runs.jsonl
-record() {
-  "$python" - "$@" >>"$out/runs.jsonl" <<'PY'
-import json, sys
-part, framework, rate, round_, path = sys.argv[1:]
-run = json.load(open(path))
-run.update({"part": part, "framework": framework, "rate": rate, "round": int(round_)})
-print(json.dumps(run))
-PY
-}
-
 synthetic_flags=(--profile "$profile" --compute-ms "$compute_ms" --num-iters "$iters"
   --num-batches-per-iter 5 --num-warmup-batches 3)
 
@@ -135,7 +124,7 @@ if wants single; then
     bench_log "single: synthetic_benchmark.py --framework $framework, one process"
     if env PYTHONPATH="$build_dir/python" "$python" examples/pytorch/synthetic_benchmark.py \
       --framework "$framework" "${synthetic_flags[@]}" --json "$json" >>"$out/single.log" 2>&1; then
-      record single "$framework" none 1 "$json"
+      record_run single "$framework" none 1 "$json"
     else
       bench_log "single $framework failed (see $out/single.log)"
     fi
@@ -160,7 +149,7 @@ run_job() {
     --hostfile "$hostfile" -np "$nodes" --map-by node \
     "$interpreter" "$script" --framework "$framework" --json "$json" "$@" \
     </dev/null >>"$out/$part.log" 2>&1 && [[ -s $json ]]; then
-    record "$part" "$framework" "$rate" "$round" "$json"
+    record_run "$part" "$framework" "$rate" "$round" "$json"
   else
     bench_log "$part $framework at $rate (round $round) failed (see $out/$part.log)"
   fi

@@ -122,17 +122,6 @@ write_meta "$command_line" "nodes=$nodes" "rates=$rates" "profile=$profile" \
   "frameworks=$frameworks" \
   "tensorflow=$("$python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)"
 
-# record PART FRAMEWORK RATE ROUND JSON: one tagged line in runs.jsonl
-record() {
-  "$python" - "$@" >>"$out/runs.jsonl" <<'PY'
-import json, sys
-part, framework, rate, round_, path = sys.argv[1:]
-run = json.load(open(path))
-run.update({"part": part, "framework": framework, "rate": rate, "round": int(round_)})
-print(json.dumps(run))
-PY
-}
-
 synthetic_flags=(--profile "$profile" --compute-ms "$compute_ms" --num-iters "$iters"
   --num-batches-per-iter 5 --num-warmup-batches 3)
 
@@ -145,7 +134,7 @@ if wants single; then
       if env PYTHONPATH="$build_dir/python" RINGD_CACHE_DIR="$out/cache" TF_CPP_MIN_LOG_LEVEL=2 \
         "$python" examples/tensorflow/synthetic_benchmark.py --framework "$framework" \
         "${synthetic_flags[@]}" --json "$json" >>"$out/single.log" 2>&1; then
-        record single "$framework" none "$round" "$json"
+        record_run single "$framework" none "$round" "$json"
       else
         bench_log "single $framework failed (see $out/single.log)"
       fi
@@ -173,7 +162,7 @@ run_job() {
     --hostfile "$hostfile" -np "$nodes" --map-by node \
     "$python" "$script" "${framework_flags[@]}" --json "$json" "$@" \
     </dev/null >>"$out/$part.log" 2>&1 && [[ -s $json ]]; then
-    record "$part" "$framework" "$rate" "$round" "$json"
+    record_run "$part" "$framework" "$rate" "$round" "$json"
   else
     bench_log "$part $framework at $rate (round $round) failed (see $out/$part.log)"
   fi

@@ -177,6 +177,18 @@ set_mpirun_common() {
   done < <(env | grep '^RINGD_[A-Z_]*=' || true)
 }
 
+# record_run PART FRAMEWORK RATE ROUND JSON: the example's --json, tagged, as one line of
+# $out/runs.jsonl (compare_pytorch.sh, compare_tensorflow.sh).
+record_run() {
+  "$python" - "$@" >>"$out/runs.jsonl" <<'PY'
+import json, sys
+part, framework, rate, round_, path = sys.argv[1:]
+run = json.load(open(path))
+run.update({"part": part, "framework": framework, "rate": rate, "round": int(round_)})
+print(json.dumps(run))
+PY
+}
+
 # scripts/python_env.sh's interpreter (torch, numpy), with ringd's Python package built in
 # $build_dir/python when it is not there yet. Sets python.
 ensure_python_package() {

@@ -13,55 +13,24 @@ dataset-fashion-mnist; --data-dir for others): nothing is downloaded. Rank 0 pri
 epoch (loss, test accuracy, time, samples/s) and the final test accuracy; --json writes them.
 """
 import argparse
-import gzip
 import json
 import os
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "common")]
+from example_common import FASHION_MNIST_DIR, fashion_mnist  # noqa: E402
 from frameworks import FRAMEWORKS, Distributed  # noqa: E402
-
-DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    """An IDX file (optionally .gz) as a NumPy array: images uint8 [n, 28, 28], labels uint8 [n]."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    offset = 4 + 4 * dims
-    expected = int(np.prod(shape))
-    if len(data) - offset != expected:
-        raise ValueError(f"{path}: {len(data) - offset} bytes of data, the header says {expected}")
-    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(shape)
 
 
 def load(data_dir, split):
-    def find(stem):
-        for name in (stem, stem + ".gz"):
-            path = os.path.join(data_dir, name)
-            if os.path.exists(path):
-                return path
-        raise FileNotFoundError(
-            f"{os.path.join(data_dir, stem)}[.gz] not found: apt-get install dataset-fashion-mnist, "
-            f"or pass --data-dir")
-
-    prefix = "train" if split == "train" else "t10k"
-    images = read_idx(find(f"{prefix}-images-idx3-ubyte"))
-    labels = read_idx(find(f"{prefix}-labels-idx1-ubyte"))
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    x = (x - 0.2860) / 0.3530  # Fashion-MNIST's mean and standard deviation
-    return x, torch.from_numpy(labels.astype(np.int64))
+    x, y = fashion_mnist(data_dir, split)
+    return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y)
 
 
 class Net(nn.Module):
@@ -94,7 +63,7 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.9, help="SGD's (default 0.9)")
     parser.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
                         help="constant (default) or cosine: decays to 0 over the epochs, per step")
-    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    parser.add_argument("--data-dir", default=FASHION_MNIST_DIR)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0,
                         help="torch threads per rank (0: cores / local ranks, at least 1)")

@@ -13,7 +13,6 @@ is downloaded. Rank 0 alone prints (one line per epoch: loss, test accuracy, tim
 checkpoints (--checkpoint) and writes TensorBoard logs (--tensorboard); --json writes the results.
 """
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -22,41 +21,10 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "common")]
+from example_common import FASHION_MNIST_DIR, fashion_mnist  # noqa: E402
 from frameworks import FRAMEWORKS, Distributed, launcher_rank_and_size  # noqa: E402
-
-DEFAULT_DATA_DIR = "/usr/share/datasets/fashion-mnist"
-
-
-def read_idx(path):
-    """An IDX file (optionally .gz) as a NumPy array: images uint8 [n, 28, 28], labels uint8 [n]."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    offset = 4 + 4 * dims
-    if len(data) - offset != int(np.prod(shape)):
-        raise ValueError(f"{path}: {len(data) - offset} bytes of data, the header says "
-                         f"{int(np.prod(shape))}")
-    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(shape)
-
-
-def load(data_dir, split):
-    def find(stem):
-        for name in (stem, stem + ".gz"):
-            path = os.path.join(data_dir, name)
-            if os.path.exists(path):
-                return path
-        raise SystemExit(f"{os.path.join(data_dir, stem)}[.gz] not found: apt-get install "
-                         "dataset-fashion-mnist, or pass --data-dir")
-
-    prefix = "train" if split == "train" else "t10k"
-    images = read_idx(find(f"{prefix}-images-idx3-ubyte")).astype(np.float32) / 255.0
-    images = ((images - 0.2860) / 0.3530)[..., None]  # Fashion-MNIST's mean and deviation
-    return images, read_idx(find(f"{prefix}-labels-idx1-ubyte")).astype(np.int64)
 
 
 def build_model(keras):
@@ -77,7 +45,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64, help="per rank")
     parser.add_argument("--lr", type=float, default=1e-3,
                         help="Adam's for one rank; scaled by the square root of the ranks")
-    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    parser.add_argument("--data-dir", default=FASHION_MNIST_DIR)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0,
                         help="TensorFlow threads per rank (0: cores / local ranks, at least 1)")
@@ -107,8 +75,9 @@ def main():
     keras = dist.keras
 
     keras.utils.set_random_seed(args.seed)
-    train_x, train_y = load(args.data_dir, "train")
-    test_x, test_y = load(args.data_dir, "test")
+    train_x, train_y = fashion_mnist(args.data_dir, "train")
+    test_x, test_y = fashion_mnist(args.data_dir, "test")
+    train_x, test_x = train_x[..., None], test_x[..., None]  # channels last
     order = np.random.default_rng(args.seed).permutation(len(train_x))
     if args.limit_train:
         order = order[:args.limit_train]
@@ -152,8 +121,9 @@ def main():
     if dist.rank == 0 and args.checkpoint:
         callbacks.append(keras.callbacks.ModelCheckpoint(args.checkpoint))
     started = time.time()
+    # shuffle=False: the dataset shuffles itself (per rank, each epoch).
     model.fit(train, epochs=args.epochs, steps_per_epoch=steps, validation_data=test,
-              callbacks=callbacks, verbose=0)
+              shuffle=False, callbacks=callbacks, verbose=0)
     if dist.rank == 0:
         print(f"final test accuracy {results[-1]['test_accuracy']:.4f} after {args.epochs} "
               f"epochs in {time.time() - started:.1f} s", flush=True)

@@ -23,7 +23,6 @@ the steps all workers completed); its workers cannot run the host functions, so 
 Prints images/s per rank (--batch-size images per step), mean and 95% interval over --num-iters.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -31,31 +30,16 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "common")]
+from example_common import (  # noqa: E402
+    add_synthetic_flags,
+    check_synthetic_flags,
+    describe_model,
+    read_profile,
+    run_synthetic,
+)
 from frameworks import FRAMEWORKS, Distributed  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def read_profile(name_or_path):
-    """[(tensor name, element count)] from a profile name or a .tsv path."""
-    path = name_or_path
-    if not os.path.exists(path):
-        path = os.path.join(REPO, "data", "gradient_profiles", name_or_path + ".tsv")
-    if not os.path.exists(path):
-        raise SystemExit(f"--profile {name_or_path}: no such profile (resnet50, vgg16, bert_base, "
-                         f"inception_v3, or a .tsv path)")
-    tensors = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2 or not fields[1].isdigit() or int(fields[1]) < 1:
-                raise SystemExit(f"{path}:{number}: expected 'name<TAB>element count': {line!r}")
-            tensors.append((fields[0], int(fields[1])))
-    return tensors
 
 
 def modeled_layer(tf, forward_s, backward_s):
@@ -87,23 +71,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--framework", choices=FRAMEWORKS, default="ringd")
-    parser.add_argument("--profile", default="resnet50")
-    parser.add_argument("--compute-ms", type=float, default=100.0,
-                        help="modeled forward + backward time per step")
-    parser.add_argument("--batch-size", type=int, default=32, help="images per step per rank")
-    parser.add_argument("--num-warmup-batches", type=int, default=3)
-    parser.add_argument("--num-batches-per-iter", type=int, default=5)
-    parser.add_argument("--num-iters", type=int, default=5)
-    parser.add_argument("--fp16-allreduce", action="store_true")
+    add_synthetic_flags(parser)
     parser.add_argument("--hosts", default="", help="mwms: comma-separated host per rank")
     parser.add_argument("--tf-port", type=int, default=23456,
                         help="mwms, ps: TensorFlow's base port")
     parser.add_argument("--ps-tasks", type=int, default=1, help="ps: parameter servers")
-    parser.add_argument("--json", help="write the result here (rank 0)")
     args = parser.parse_args()
-    if min(args.batch_size, args.num_batches_per_iter, args.num_iters) < 1 or \
-            args.num_warmup_batches < 0 or not args.compute_ms >= 0:
-        parser.error("sizes and counts must be at least 1 (warm-up 0), --compute-ms >= 0")
+    check_synthetic_flags(parser, args)
 
     import tensorflow as tf
 
@@ -123,10 +97,7 @@ def main():
     if args.fp16_allreduce and args.framework not in ("ringd", "horovod"):
         raise SystemExit(f"--fp16-allreduce: not with --framework {args.framework}")
     if dist.rank == 0:
-        print(f"model: {args.profile} ({len(tensors)} tensors, {total / 1e6:.1f} M parameters, "
-              f"{total * 4 / 2**20:.1f} MiB of gradients), modeled compute {args.compute_ms:g} "
-              f"ms/step, batch {args.batch_size}/rank, {dist.size} ranks, {args.framework}",
-              flush=True)
+        describe_model(args, tensors, dist.size)
 
     def loss_and_tape():
         with tf.GradientTape() as tape:
@@ -174,30 +145,7 @@ def main():
             for weight, gradient in zip(weights, tape.gradient(loss, weights)):
                 weight.assign_sub(lr * gradient)
 
-    for _ in range(args.num_warmup_batches):
-        step()
-    rates = []
-    for i in range(args.num_iters):
-        started = time.time()
-        for _ in range(args.num_batches_per_iter):
-            step()
-        elapsed = time.time() - started
-        rates.append(args.batch_size * args.num_batches_per_iter / elapsed)
-        if dist.rank == 0:
-            print(f"iter #{i}: {rates[-1]:.1f} img/s per rank "
-                  f"({elapsed / args.num_batches_per_iter * 1000:.1f} ms/step)", flush=True)
-    mean = float(np.mean(rates))
-    interval = float(1.96 * np.std(rates))
-    if dist.rank == 0:
-        print(f"img/s per rank: {mean:.1f} +- {interval:.1f}")
-        print(f"total img/s on {dist.size} ranks: {mean * dist.size:.1f} +- "
-              f"{interval * dist.size:.1f}", flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"framework": args.framework, "profile": args.profile,
-                           "ranks": dist.size, "compute_ms": args.compute_ms,
-                           "batch_size": args.batch_size, "img_per_s_per_rank": mean,
-                           "interval": interval, "rates": rates}, f, indent=1)
+    run_synthetic(step, args, dist.rank, dist.size)
     dist.shutdown()
 
 
