@@ -68,3 +68,41 @@ def test_init_reads_tf_config_when_nothing_else_speaks(tmp_path):
         assert out.strip().split("\n")[-1] == f"{rank} 2 [3.0]", out
     built = list(pathlib.Path(tmp_path / "cache" / "tf-ops").glob("ringd_tf_ops-tf*.so"))
     assert len(built) == 1, built
+
+
+def test_a_world_of_one_is_the_identity(tmp_path):
+    """One process: every collective returns its input (no op runs), eagerly and in tf.function;
+    a broadcast from a rank that does not exist is still an error."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "POD_NAME", "TF_CONFIG")}
+    env.update(RINGD_CACHE_DIR=str(tmp_path / "cache"), TF_CPP_MIN_LOG_LEVEL="2")
+    code = """
+import numpy as np, tensorflow as tf
+import ringd.tensorflow as hvd
+hvd.init()
+assert hvd.size() == 1
+x = tf.constant([[1.5, -2.0], [3.0, 4.0]])
+for run in (lambda f, *a: f(*a), lambda f, *a: tf.function(f)(*a)):
+    np.testing.assert_array_equal(run(lambda t: hvd.allreduce(t), x).numpy(), x.numpy())
+    np.testing.assert_array_equal(
+        run(lambda t: hvd.allreduce(t, op=hvd.Sum, postscale_factor=2.0), x).numpy(), 2 * x.numpy())
+    np.testing.assert_array_equal(run(lambda t: hvd.allreduce(t), tf.constant([7, 9])).numpy(),
+                                  [7, 9])
+    assert run(lambda t: hvd.allgather(t), tf.constant(5)).numpy().tolist() == [5]
+    np.testing.assert_array_equal(run(lambda t: hvd.broadcast(t, 0), x).numpy(), x.numpy())
+v = tf.Variable([1.0, 2.0])
+with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(v * v)
+assert hvd.DistributedGradientTape(tape).gradient(loss, [v])[0].numpy().tolist() == [2.0, 4.0]
+try:
+    hvd.broadcast(x, root_rank=1)
+except hvd.InvalidArgumentError as error:
+    assert "root 1" in str(error), error
+else:
+    raise AssertionError("broadcast from rank 1 of 1 did not fail")
+print("identity ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "identity ok" in result.stdout

@@ -4,6 +4,9 @@ computation, eager or inside tf.function.
   handles = submit(kind, tensors, names, ...)   every tensor to the engine at once (returns at once)
   results = wait(kind, handles)                 blocks until all are done
 
+A world of one runs no op at all: every collective of one rank is the identity (submit() hands
+the tensors back), so a single process pays nothing for ringd.
+
 A step's submissions all come before its waits (a wait blocks one of TensorFlow's threads, which
 must never hold back a submission another rank waits on): wait() takes control dependencies on
 every submission made since the last wait in the same graph. Errors: in eager mode ringd's own
@@ -17,7 +20,7 @@ import threading
 
 import tensorflow as tf
 
-from ringd import _core
+from ringd import _core, _runtime
 
 ALLREDUCE, BROADCAST, ALLGATHER = 0, 1, 2
 
@@ -72,6 +75,11 @@ class Submitted:
 def submit(kind, tensors, names, group="", op="sum", root=0, compression=""):
     """Submits `tensors` (a list) under `names`; as one group when `group` names one."""
     tensors = [tf.convert_to_tensor(tensor) for tensor in tensors]
+    if _runtime.size() == 1:
+        if kind == BROADCAST and root != 0:
+            raise _core.InvalidArgumentError(
+                f"ringd: broadcast root {root} is not a rank of this job of one")
+        return Submitted(kind, tensors, None)
     with translated_errors():
         buffers_and_handles = ops().ringd_submit(
             x=tensors, names=tf.constant([*names, group], dtype=tf.string), kind=kind, op=op,
@@ -93,6 +101,9 @@ def wait(submitted_list):
         pending.clear()
     with tf.control_dependencies(dependencies), translated_errors():
         for submitted in submitted_list:
+            if submitted.handles is None:  # a world of one
+                results.append(list(submitted.buffers))
+                continue
             outputs = ops().ringd_wait(y=submitted.buffers, handles=submitted.handles,
                                        kind=submitted.kind)
             outputs = list(outputs)
