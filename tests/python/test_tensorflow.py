@@ -17,6 +17,7 @@ CHECKS = [
     "compression",
     "grouped_and_reducescatter",
     "tape_matches_one_process",
+    "predivide_and_groups",
     "indexed_slices",
     "broadcast_variables_and_objects",
     "mismatched_shapes_are_named",

@@ -87,7 +87,7 @@ def start_allreduce(tensors, names, op, compression=Compression.none, prescale_f
     return PendingAllreduce(submitted, integer_average, postscale_factor)
 
 
-def _sparse_allreduce(slices, name, op):
+def sparse_allreduce(slices, name, op):
     """Horovod's rule for tf.IndexedSlices: every rank's values and indices, concatenated
     (Average: values divided by the number of ranks); Sum or Average only."""
     if op not in (Average, Sum):
@@ -110,7 +110,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     op = op_from_average(op, average)
     name = unique_name(name, "allreduce")
     if isinstance(tensor, tf.IndexedSlices):
-        return _sparse_allreduce(tensor, name, op)
+        return sparse_allreduce(tensor, name, op)
     pending = start_allreduce([tensor], [name], op, compression, prescale_factor,
                               postscale_factor)
     return pending.finish(_ops.wait([pending.submitted])[0])[0]

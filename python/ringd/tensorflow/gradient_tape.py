@@ -10,14 +10,11 @@ rank and at every step (the engine's response cache then skips negotiation).
 
 import tensorflow as tf
 
-from ringd._runtime import Average, Sum, check_op
+from ringd import _runtime
 from ringd._core import InvalidArgumentError
+from ringd._runtime import Average, Sum, check_op
 from ringd.tensorflow import _ops
-from ringd.tensorflow.collectives import (
-    _sparse_allreduce,
-    check_process_set,
-    start_allreduce,
-)
+from ringd.tensorflow.collectives import check_process_set, sparse_allreduce, start_allreduce
 from ringd.tensorflow.compression import Compression
 
 
@@ -51,8 +48,6 @@ def allreduce_gradients(gradients, variables, op=Average, compression=Compressio
         if op != Average:
             raise InvalidArgumentError("ringd: gradient_predivide_factor needs op=Average")
         # As Horovod: divide by the factor before the sum, by size / factor after it.
-        from ringd import _runtime
-
         prescale = 1.0 / gradient_predivide_factor
         postscale *= gradient_predivide_factor / _runtime.size()
         op = Sum
@@ -70,7 +65,7 @@ def allreduce_gradients(gradients, variables, op=Average, compression=Compressio
             continue
         if isinstance(gradient, tf.IndexedSlices):
             if not sparse_as_dense:
-                results[index] = _sparse_allreduce(gradient, names[index], op)
+                results[index] = sparse_allreduce(gradient, names[index], op)
                 continue
             gradient = tf.convert_to_tensor(gradient)
         if group_of[index] is not None:

@@ -182,6 +182,26 @@ def tape_matches_one_process():
                 assert diff <= 1e-5, f"{type(opt_mine).__name__} graph={graph}: {diff}"
 
 
+def predivide_and_groups():
+    """gradient_predivide_factor, num_groups and groups change how the average is computed and
+    sent, not what it is."""
+    variables = make_variables()
+    x, y = global_batch(0)
+    shard = slice(RANK * 8, (RANK + 1) * 8)
+
+    def gradients(**options):
+        with tf.GradientTape() as tape:
+            loss = loss_of(variables, tf.constant(x[shard]), tf.constant(y[shard]))
+        return hvd.DistributedGradientTape(tape, **options).gradient(loss, variables)
+
+    plain = gradients()
+    for options in (dict(gradient_predivide_factor=2.0), dict(num_groups=2),
+                    dict(groups=[[variables[0], variables[2]]])):
+        for a, b in zip(gradients(**options), plain):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7,
+                                       err_msg=str(options))
+
+
 def indexed_slices():
     table = tf.Variable(np.arange(20, dtype=np.float32).reshape(10, 2))
     ids = tf.constant([RANK, RANK + 1, 9])
@@ -286,8 +306,9 @@ def keras_fit_matches_one_process():
 
 for check in [every_op_dtype, scale_factors, broadcast_and_allgather_every_dtype,
               unsupported_dtypes_are_named, compression, grouped_and_reducescatter,
-              tape_matches_one_process, indexed_slices, broadcast_variables_and_objects,
-              mismatched_shapes_are_named, keras_fit_matches_one_process]:
+              tape_matches_one_process, predivide_and_groups, indexed_slices,
+              broadcast_variables_and_objects, mismatched_shapes_are_named,
+              keras_fit_matches_one_process]:
     checks.run(check.__name__, check)
 checks.write()
 hvd.shutdown()
