@@ -28,7 +28,7 @@
 #include "tensorflow/c/tf_datatype.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/c/tf_tensor.h"
-#include "tensorflow/c/tf_tstring.h"
+#include "tensorflow/c/tf_tstring.h"  // TF_TString_Get*: inline (ctstring.h), no exported symbol
 
 namespace {
 
@@ -197,10 +197,10 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
     }
     std::string error;
     if (!engine_view(input, attrs.kind, &views[i], &error)) {
-      const char* name = TF_StringGetDataPointer(&name_strings[i]);
+      const char* name = TF_TString_GetDataPointer(&name_strings[i]);
       fail(ctx, TF_INVALID_ARGUMENT,
            "[ringd:invalid_argument] ringd: tensor '" +
-               std::string(name, TF_StringGetSize(&name_strings[i])) + "': " + error);
+               std::string(name, TF_TString_GetSize(&name_strings[i])) + "': " + error);
       TF_DeleteTensor(input);
       TF_DeleteTensor(names);
       cleanup();
@@ -229,8 +229,8 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
     }
     buffers.push_back(buffer);
     RingdTfRequest& request = requests[i];
-    request.name = TF_StringGetDataPointer(&name_strings[i]);
-    request.name_size = TF_StringGetSize(&name_strings[i]);
+    request.name = TF_TString_GetDataPointer(&name_strings[i]);
+    request.name_size = TF_TString_GetSize(&name_strings[i]);
     request.dtype = views[i].dtype;
     request.data = TF_TensorData(buffer);
     request.ndims = static_cast<int>(views[i].shape.size());
@@ -252,8 +252,8 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
   options.op = attrs.op.c_str();
   options.root = attrs.root;
   options.compression = attrs.compression.c_str();
-  options.group = TF_StringGetDataPointer(&name_strings[count]);
-  options.group_size = TF_StringGetSize(&name_strings[count]);
+  options.group = TF_TString_GetDataPointer(&name_strings[count]);
+  options.group_size = TF_TString_GetSize(&name_strings[count]);
   char error[kErrorSize];
   const int code = g_bridge->submit(&options, requests.data(), count,
                                     static_cast<int64_t*>(TF_TensorData(ids)), error, sizeof error);
