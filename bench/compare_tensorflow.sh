@@ -22,7 +22,7 @@
 #                    compares the medians of the rounds (default 3)
 #   --cnn-epochs E   CNN: epochs per run (default 1)
 #   --frameworks F   ringd, mwms, ps1, ps2 (ParameterServerStrategy with 1 or 2 parameter
-#                    servers) and horovod (default ringd,mwms,ps1,ps2)
+#                    servers) and horovod (default all five)
 #   --only PARTS     synthetic, cnn, single, comma-separated (default all)
 #   --out DIR        results (default /tmp/ringd-tensorflow)
 #   --build-dir DIR  the build holding ringd's Python package (build/python; default
@@ -37,9 +37,9 @@
 #   fit cannot run MWMS; PS has no CNN run: Keras 3's fit has no ParameterServerStrategy).
 # single: one process, no network: plain TensorFlow (--framework none) against ringd on the
 #   synthetic model (what one rank pays for going through ringd), --rounds interleaved rounds.
-# Everything runs in scripts/python_env.sh's environment (tensorflow-cpu 2.21); Horovod would be
-# bench/horovod_env.sh's, which builds its PyTorch binding only (docs/tensorflow.md says why its
-# TensorFlow binding is not measured). Then bench/report_tensorflow.py writes DIR/table.md (with
+# Everything runs in scripts/python_env.sh's environment (tensorflow-cpu 2.21) but Horovod 0.28.1
+# (horovod.tensorflow, MPI operations): bench/horovod_env.sh --tensorflow's, on tensorflow-cpu
+# 2.15.1, the newest its TensorFlow binding builds against (that script says why not 2.21). Then bench/report_tensorflow.py writes DIR/table.md (with
 # the acceptance verdicts) and DIR/tensorflow.png. The peers' sockets use the nodes' default TCP
 # congestion control: the host's, or RINGD_CLUSTER_CONGESTION's (bench/cluster.sh); ringd's choose
 # their own (RINGD_TCP_CONGESTION, reno). The table's last line says which.
@@ -58,7 +58,7 @@ compute_ms=0
 iters=5
 rounds=3
 cnn_epochs=1
-frameworks=ringd,mwms,ps1,ps2
+frameworks=ringd,mwms,ps1,ps2,horovod
 only=synthetic,cnn,single
 out=/tmp/ringd-tensorflow
 build_dir=${RINGD_BUILD_DIR:-build}
@@ -94,12 +94,8 @@ check_number --rounds "$rounds" 1 100
 check_number --cnn-epochs "$cnn_epochs" 1 100
 for framework in "${framework_list[@]}"; do
   case $framework in
-    ringd | mwms | ps1 | ps2) ;;
-    horovod)
-      echo "$bench_name: --frameworks horovod: Horovod 0.28.1's TensorFlow binding does not build" \
-        "against this TensorFlow (docs/tensorflow.md, \"Horovod\")" >&2
-      exit 2 ;;
-    *) echo "$bench_name: --frameworks: unknown '$framework' (ringd, mwms, ps1, ps2)" >&2
+    ringd | mwms | ps1 | ps2 | horovod) ;;
+    *) echo "$bench_name: --frameworks: unknown '$framework' (ringd, mwms, ps1, ps2, horovod)" >&2
       exit 2 ;;
   esac
 done
@@ -117,10 +113,15 @@ rm -f "$out/runs.jsonl"
 
 # ---- the environments ----
 ensure_python_package
+horovod_python=
+if uses horovod && { wants synthetic || wants cnn; }; then
+  horovod_python=$(bench/horovod_env.sh --tensorflow)
+fi
 write_meta "$command_line" "nodes=$nodes" "rates=$rates" "profile=$profile" \
   "compute_ms=$compute_ms" "iters=$iters" "rounds=$rounds" "cnn_epochs=$cnn_epochs" \
   "frameworks=$frameworks" \
-  "tensorflow=$("$python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)"
+  "tensorflow=$("$python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)" \
+  "horovod_tensorflow=${horovod_python:+$("$horovod_python" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)}"
 
 synthetic_flags=(--profile "$profile" --compute-ms "$compute_ms" --num-iters "$iters"
   --num-batches-per-iter 5 --num-warmup-batches 3)
@@ -148,6 +149,7 @@ run_job() {
   shift 4
   local env_flags=(-x "PYTHONPATH=$build_dir/python" -x TF_CPP_MIN_LOG_LEVEL=2
     -x RINGD_CACHE_DIR="$out/cache") framework_flags=(--framework "$framework")
+  local interpreter=$python
   local hosts
   hosts=$(seq -s, -f '10.77.0.%g' 1 "$nodes")
   case $framework in
@@ -155,12 +157,13 @@ run_job() {
     mwms) framework_flags+=(--hosts "$hosts" --tf-port 23456) ;;
     ps1 | ps2) framework_flags=(--framework ps --ps-tasks "${framework#ps}" --hosts "$hosts"
       --tf-port 23456) ;;
+    horovod) interpreter=$horovod_python; env_flags=(-x TF_CPP_MIN_LOG_LEVEL=2) ;;
   esac
   bench_log "$part, $framework, $rate, round $round: $(basename "$script") $*"
   rm -f "$json"
   if timeout 1800 bench/cluster.sh exec 0 mpirun "${mpirun_common[@]}" "${env_flags[@]}" \
     --hostfile "$hostfile" -np "$nodes" --map-by node \
-    "$python" "$script" "${framework_flags[@]}" --json "$json" "$@" \
+    "$interpreter" "$script" "${framework_flags[@]}" --json "$json" "$@" \
     </dev/null >>"$out/$part.log" 2>&1 && [[ -s $json ]]; then
     record_run "$part" "$framework" "$rate" "$round" "$json"
   else

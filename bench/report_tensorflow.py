@@ -20,8 +20,8 @@ from report_lib import plot_synthetic, rate_order, read_jsonl, synthetic_medians
 FRAMEWORK_NAMES = {"ringd": "ringd.tensorflow / ringd.keras",
                    "mwms": "MultiWorkerMirroredStrategy (ring)",
                    "ps1": "ParameterServerStrategy, 1 PS", "ps2": "ParameterServerStrategy, 2 PS",
-                   "none": "plain TensorFlow"}
-FRAMEWORK_ORDER = ("ringd", "mwms", "ps1", "ps2")
+                   "horovod": "Horovod 0.28.1 (TF 2.15.1, MPI)", "none": "plain TensorFlow"}
+FRAMEWORK_ORDER = ("ringd", "mwms", "ps1", "ps2", "horovod")
 
 
 

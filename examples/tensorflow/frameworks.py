@@ -14,8 +14,9 @@ MultiWorkerMirroredStrategy needs TF_CONFIG: a given one is used as it is; other
 from the ranks and --hosts (one host per rank, default 127.0.0.1 for all) with TensorFlow's ports
 --tf-port + rank. Keras 3's model.fit does not run under MultiWorkerMirroredStrategy (it fails on
 PerReplica inputs: keras-team/keras#20585, tensorflow/tensorflow#72388), and Horovod's Keras
-binding is for Keras 2, so those two run on tf_keras (Keras 2, `keras` below); ringd runs on
-Keras 3.
+binding is for Keras 2, so those run on tf_keras (Keras 2, `keras` below; TensorFlow 2.15's own
+tf.keras where Horovod runs: 2.15.1 is the newest TensorFlow its binding builds against,
+bench/horovod_env.sh --tensorflow); ringd runs on Keras 3.
 """
 import contextlib
 import json
@@ -60,8 +61,11 @@ class Distributed:
         self.hvd = None
         self.strategy = None
         if framework in ("mwms", "ps", "horovod"):
-            os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-            import tf_keras as keras
+            try:
+                import tf_keras as keras
+                os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+            except ImportError:  # TensorFlow <= 2.15 (Horovod's): tf.keras is Keras 2
+                keras = tf.keras
         else:
             import keras
         self.keras = keras  # the Keras this framework trains with

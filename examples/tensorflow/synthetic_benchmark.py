@@ -94,6 +94,10 @@ def main():
     with dist.scope():
         weights = [tf.Variable(tf.zeros([count]), name=name.replace(".", "_"))
                    for name, count in tensors]
+        # The loss is scaled by a variable's value, read at every step, so no gradient is a
+        # constant: TensorFlow's graph optimizer folds constant subgraphs, and an allreduce op
+        # that is not stateful (Horovod's) would be folded away with them and never communicate.
+        anchor = tf.Variable(1.0, trainable=False, name="anchor")
     if args.fp16_allreduce and args.framework not in ("ringd", "horovod"):
         raise SystemExit(f"--fp16-allreduce: not with --framework {args.framework}")
     if dist.rank == 0:
@@ -104,7 +108,8 @@ def main():
             x = tf.zeros([])
             for layer, weight in zip(layers, weights):
                 x = layer(x, weight)
-        return x, tape
+            loss = x * anchor
+        return loss, tape
 
     lr = 0.01
     if dist.coordinator is not None:
