@@ -11,7 +11,8 @@
 #                            [--frameworks F[,F...]] [--only PARTS] [--out DIR]
 #                            [--build-dir DIR]
 #
-#   --nodes N        emulated nodes, one rank each (default 4)
+#   --nodes N        emulated worker nodes, one rank each (default 4); the parameter-server
+#                    layouts add 1 or 2 nodes of their own for the servers (a TFJob's PS pods)
 #   --rates R,...    tc rates of every port (default 1gbit,10gbit)
 #   --profile P      the synthetic model's gradient profile (default resnet50)
 #   --compute-ms C   the synthetic model's modeled forward + backward per step (default 0: the
@@ -30,8 +31,10 @@
 #
 # synthetic/cnn: per rate, each framework under the same mpirun line across the nodes, one rank
 #   per node; ringd over its tcp transport (RINGD_TRANSPORT=tcp, eth0); MWMS and PS with the
-#   TF_CONFIG the examples build from the nodes' addresses (PS: the parameter servers on the first
-#   nodes, the coordinator on node 0, a worker on every node). The synthetic benchmark runs
+#   TF_CONFIG the examples build from the nodes' addresses (PS: a worker on each of the N nodes,
+#   the coordinator beside worker 0, and each parameter server on a node of its own, N+1 and
+#   N+2: servers beside workers would give one worker free access to the variables, and the
+#   asynchronous coordinator then hands that worker most steps). The synthetic benchmark runs
 #   --rounds times per rate (ringd, mwms, ps1, ..., ringd, ...: on a shared machine one run's
 #   figure moves by 10% and more), the CNN once (ringd on Keras 3, MWMS on tf_keras: Keras 3's
 #   fit cannot run MWMS; PS has no CNN run: Keras 3's fit has no ParameterServerStrategy).
@@ -150,19 +153,21 @@ run_job() {
   local env_flags=(-x "PYTHONPATH=$build_dir/python" -x TF_CPP_MIN_LOG_LEVEL=2
     -x RINGD_CACHE_DIR="$out/cache") framework_flags=(--framework "$framework")
   local interpreter=$python
-  local hosts
-  hosts=$(seq -s, -f '10.77.0.%g' 1 "$nodes")
+  local hosts ranks=$nodes servers=0
+  [[ $framework == ps* ]] && servers=${framework#ps}
+  ranks=$((nodes + servers))
+  hosts=$(seq -s, -f '10.77.0.%g' 1 "$ranks")
   case $framework in
     ringd) env_flags+=(-x RINGD_TRANSPORT=tcp "${ringd_env[@]}") ;;
     mwms) framework_flags+=(--hosts "$hosts" --tf-port 23456) ;;
-    ps1 | ps2) framework_flags=(--framework ps --ps-tasks "${framework#ps}" --hosts "$hosts"
+    ps1 | ps2) framework_flags=(--framework ps --ps-tasks "$servers" --hosts "$hosts"
       --tf-port 23456) ;;
     horovod) interpreter=$horovod_python; env_flags=(-x TF_CPP_MIN_LOG_LEVEL=2) ;;
   esac
   bench_log "$part, $framework, $rate, round $round: $(basename "$script") $*"
   rm -f "$json"
   if timeout 1800 bench/cluster.sh exec 0 mpirun "${mpirun_common[@]}" "${env_flags[@]}" \
-    --hostfile "$hostfile" -np "$nodes" --map-by node \
+    --hostfile "$hostfile" -np "$ranks" --map-by node \
     "$interpreter" "$script" "${framework_flags[@]}" --json "$json" "$@" \
     </dev/null >>"$out/$part.log" 2>&1 && [[ -s $json ]]; then
     record_run "$part" "$framework" "$rate" "$round" "$json"
@@ -174,11 +179,17 @@ run_job() {
 if wants synthetic || wants cnn; then
   require_root
   ensure_packages openmpi-bin
+  workers=$nodes
+  # On an interrupted run too: the parameter servers' nodes as well (lib.sh's cluster_cleanup).
+  bench_cleanup_extra() { bench/cluster.sh down "$((workers + 2))"; }
   for rate in "${rate_list[@]}"; do
+    # Two more nodes for the parameter servers (idle in the other frameworks' runs).
+    nodes=$((workers + 2))
     cluster_up
     hostfile=$out/hostfile
     write_hostfile "$hostfile" 1
     set_mpirun_common
+    nodes=$workers
     if wants synthetic; then
       for ((round = 1; round <= rounds; round++)); do
         for framework in "${framework_list[@]}"; do
@@ -194,7 +205,7 @@ if wants synthetic || wants cnn; then
           --epochs "$cnn_epochs" --threads 1
       done
     fi
-    bench/cluster.sh down "$nodes"
+    bench/cluster.sh down "$((workers + 2))"
   done
   trap - EXIT INT TERM
 fi

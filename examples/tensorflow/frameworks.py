@@ -5,9 +5,11 @@ RANK/WORLD_SIZE variables):
     --framework ringd     import ringd.keras as hvd / ringd.tensorflow (the default)
     --framework mwms      tf.distribute.MultiWorkerMirroredStrategy (its ring collectives)
     --framework horovod   import horovod.tensorflow.keras as hvd: the same calls, Horovod's engine
-    --framework ps        tf.distribute.ParameterServerStrategy: --ps-tasks parameter servers
-                          (on the first ranks' hosts), a worker per rank, rank 0's host also runs
-                          the coordinator (the chief); the seeds' architecture
+    --framework ps        tf.distribute.ParameterServerStrategy: the last --ps-tasks ranks run a
+                          parameter server each (a TFJob's PS pods), the others a worker, rank 0
+                          also the coordinator (the chief); the seeds' architecture.
+                          --ps-placement colocated: a worker on every rank, the servers beside
+                          the first ranks' workers instead
     --framework none      plain TensorFlow, one process (the baseline a single rank is held to)
 
 MultiWorkerMirroredStrategy needs TF_CONFIG: a given one is used as it is; otherwise it is built
@@ -51,7 +53,8 @@ class Distributed:
     """What an example needs from its framework: rank, size, the strategy's scope, the optimizer
     wrapper, the Keras callbacks, and a gradient tape for custom loops."""
 
-    def __init__(self, framework, hosts=None, tf_port=23456, ps_tasks=1):
+    def __init__(self, framework, hosts=None, tf_port=23456, ps_tasks=1,
+                 ps_placement="dedicated"):
         import tensorflow as tf
 
         if framework not in FRAMEWORKS:
@@ -73,7 +76,7 @@ class Distributed:
         if framework == "none":
             self.rank, self.size = 0, 1
         elif framework == "ps":
-            self._start_ps_cluster(hosts, tf_port, ps_tasks)
+            self._start_ps_cluster(hosts, tf_port, ps_tasks, ps_placement == "colocated")
         elif framework == "mwms":
             rank, size = launcher_rank_and_size()
             if "TF_CONFIG" not in os.environ:
@@ -101,9 +104,10 @@ class Distributed:
             self.tf_hvd = tf_hvd  # for custom loops: DistributedGradientTape
             self.rank, self.size = hvd.rank(), hvd.size()
 
-    def _start_ps_cluster(self, hosts, base_port, ps_tasks):
-        """ParameterServerStrategy from one launcher line: every rank starts a worker server (and
-        the first ps_tasks ranks a parameter server) as child processes; rank 0 becomes the
+    def _start_ps_cluster(self, hosts, base_port, ps_tasks, colocated):
+        """ParameterServerStrategy from one launcher line: the last ps_tasks ranks start a
+        parameter server, the others a worker server (colocated: every rank a worker, the first
+        ps_tasks ranks a parameter server beside it), as child processes; rank 0 becomes the
         chief, which drives the training. The other ranks return only when the chief is done:
         they exit here."""
         rank, size = launcher_rank_and_size()
@@ -112,14 +116,20 @@ class Distributed:
             hosts = hosts * size
         if len(hosts) != size:
             raise SystemExit(f"--hosts names {len(hosts)} hosts for {size} ranks")
-        if not 1 <= ps_tasks <= size:
-            raise SystemExit(f"--ps-tasks {ps_tasks}: between 1 and the {size} ranks")
+        workers = size if colocated else size - ps_tasks
+        if not 1 <= ps_tasks <= size or workers < 1:
+            raise SystemExit(f"--ps-tasks {ps_tasks}: at least 1, and a worker must be left of "
+                             f"the {size} ranks")
+        ps_hosts = hosts[:ps_tasks] if colocated else hosts[workers:]
         cluster = {"chief": [f"{hosts[0]}:{base_port}"],
-                   "worker": [f"{hosts[i]}:{base_port + 1 + i}" for i in range(size)],
-                   "ps": [f"{hosts[i]}:{base_port + 101 + i}" for i in range(ps_tasks)]}
-        children = [self._start_server(cluster, "worker", rank)]
-        if rank < ps_tasks:
-            children.append(self._start_server(cluster, "ps", rank))
+                   "worker": [f"{hosts[i]}:{base_port + 1 + i}" for i in range(workers)],
+                   "ps": [f"{host}:{base_port + 101 + i}" for i, host in enumerate(ps_hosts)]}
+        children = []
+        if rank < workers:
+            children.append(self._start_server(cluster, "worker", rank))
+        ps_index = rank if colocated else rank - workers
+        if 0 <= ps_index < ps_tasks:
+            children.append(self._start_server(cluster, "ps", ps_index))
         done_address = (hosts[0], base_port + 201)
         if rank != 0:
             # Until the chief closes this connection: then the servers go, and this rank ends.
@@ -147,7 +157,7 @@ class Distributed:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         self.strategy = tf.distribute.ParameterServerStrategy(resolver)
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
-        self.rank, self.size = 0, size
+        self.rank, self.size = 0, workers  # the figures are per worker
 
     @staticmethod
     def _start_server(cluster, kind, index):

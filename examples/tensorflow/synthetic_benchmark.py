@@ -7,7 +7,8 @@ flags and writes the same --json.
 
     mpirun -np 4 python examples/tensorflow/synthetic_benchmark.py --profile resnet50
     mpirun -np 4 python examples/tensorflow/synthetic_benchmark.py --framework mwms
-    mpirun -np 4 python examples/tensorflow/synthetic_benchmark.py --framework ps --ps-tasks 2
+    mpirun -np 6 python examples/tensorflow/synthetic_benchmark.py --framework ps --ps-tasks 2 \
+        --compute-ms 0                  # 4 workers, 2 parameter servers
 
 The model: one variable per line of the profile (flat, the profile's element count). The forward
 pass runs through them in order and the backward pass in reverse, as a network's would: each
@@ -76,6 +77,8 @@ def main():
     parser.add_argument("--tf-port", type=int, default=23456,
                         help="mwms, ps: TensorFlow's base port")
     parser.add_argument("--ps-tasks", type=int, default=1, help="ps: parameter servers")
+    parser.add_argument("--ps-placement", choices=("dedicated", "colocated"), default="dedicated",
+                        help="ps: the servers on ranks of their own (default), or beside workers")
     args = parser.parse_args()
     check_synthetic_flags(parser, args)
 
@@ -85,7 +88,7 @@ def main():
         parser.error("--framework ps: --compute-ms must be 0 (its workers are other processes, "
                      "which cannot run the modeled compute's host functions)")
     dist = Distributed(args.framework, [h for h in args.hosts.split(",") if h], args.tf_port,
-                       args.ps_tasks)
+                       args.ps_tasks, args.ps_placement)
     tensors = read_profile(args.profile)
     total = sum(count for _, count in tensors)
     compute_s = args.compute_ms / 1000.0
