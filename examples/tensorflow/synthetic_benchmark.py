@@ -44,7 +44,8 @@ from frameworks import FRAMEWORKS, Distributed  # noqa: E402
 
 
 def modeled_layer(tf, forward_s, backward_s):
-    """y = x + w[0] * 0, waiting forward_s; its gradient waits backward_s and is dense."""
+    """y = x + w[0] * 0, waiting forward_s; its gradient waits backward_s, is dense and depends on
+    w."""
 
     def wait(seconds):
         def host(x):
@@ -61,7 +62,11 @@ def modeled_layer(tf, forward_s, backward_s):
         def gradient(dy):
             pause = tf.numpy_function(wait(backward_s), [dy], tf.float32, stateful=False) \
                 if backward_s > 0 else 0.0
-            return dy, tf.fill(tf.shape(w), 1e-3) * (dy + pause)
+            # + w * 1e-6: every gradient depends on its own weight. Gradients alike in shape and
+            # value would let TensorFlow's graph optimizer merge them (common subexpressions),
+            # and with them allreduce ops that are not stateful (Horovod's); and under
+            # ParameterServerStrategy it makes each worker read the weight, as a network does.
+            return dy, tf.fill(tf.shape(w), 1e-3) * (dy + pause) + w * 1e-6
 
         return y, gradient
 
