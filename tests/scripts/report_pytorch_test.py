@@ -25,7 +25,11 @@ def synthetic(framework, rate, rate_per_rank, part="synthetic", round_=None, int
 
 def main():
     repo = sys.argv[1]
-    out = tempfile.mkdtemp(prefix="ringd-report-pytorch-")
+    with tempfile.TemporaryDirectory(prefix="ringd-report-pytorch-") as out:
+        return check(repo, out)
+
+
+def check(repo, out):
     # 10 Gbit/s in three rounds (the lines out of round order): medians ringd 140 (not the mean,
     # 130), DDP 120 (not its best round, 160); Horovod's one run has no round number.
     runs = [synthetic("ringd", "10gbit", 100.0, round_=3, interval=3.0),

@@ -30,7 +30,11 @@ def report(repo, out):
 
 def main():
     repo = sys.argv[1]
-    out = tempfile.mkdtemp(prefix="ringd-report-tensorflow-")
+    with tempfile.TemporaryDirectory(prefix="ringd-report-tensorflow-") as out:
+        return check(repo, out)
+
+
+def check(repo, out):
     runs = [synthetic("ringd", "10gbit", 130.0, round_=2), synthetic("ringd", "10gbit", 90.0,
                                                                       round_=1),
             synthetic("ringd", "10gbit", 150.0, round_=3),  # median 130
