@@ -166,16 +166,16 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
   const Attrs& attrs = *static_cast<Attrs*>(kernel);
   const int count = TF_NumInputs(ctx) - 1;
   TF_Status* status = TF_NewStatus();
+  TF_Tensor* names = nullptr;
   std::vector<TF_Tensor*> buffers;  // one reference each: the keepalives
   auto cleanup = [&] {
     for (TF_Tensor* buffer : buffers) TF_DeleteTensor(buffer);
+    if (names != nullptr) TF_DeleteTensor(names);
     TF_DeleteStatus(status);
   };
 
-  TF_Tensor* names = nullptr;
   TF_GetInput(ctx, count, &names, status);
   if (TF_GetCode(status) != TF_OK || TF_TensorElementCount(names) != count + 1) {
-    if (names != nullptr) TF_DeleteTensor(names);
     fail(ctx, TF_INVALID_ARGUMENT,
          "[ringd:invalid_argument] RingdSubmit: names must hold " + std::to_string(count + 1) +
              " strings");
@@ -191,7 +191,6 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
     TF_GetInput(ctx, i, &input, status);
     if (TF_GetCode(status) != TF_OK) {
       TF_OpKernelContext_Failure(ctx, status);
-      TF_DeleteTensor(names);
       cleanup();
       return;
     }
@@ -202,7 +201,6 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
            "[ringd:invalid_argument] ringd: tensor '" +
                std::string(name, TF_TString_GetSize(&name_strings[i])) + "': " + error);
       TF_DeleteTensor(input);
-      TF_DeleteTensor(names);
       cleanup();
       return;
     }
@@ -216,7 +214,6 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
       if (TF_GetCode(status) != TF_OK) {
         TF_OpKernelContext_Failure(ctx, status);
         TF_DeleteTensor(input);
-        TF_DeleteTensor(names);
         cleanup();
         return;
       }
@@ -243,7 +240,6 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
                                      sizeof(int64_t) * static_cast<size_t>(count), status);
   if (TF_GetCode(status) != TF_OK) {
     TF_OpKernelContext_Failure(ctx, status);
-    TF_DeleteTensor(names);
     cleanup();
     return;
   }
@@ -258,13 +254,12 @@ void submit_compute(void* kernel, TF_OpKernelContext* ctx) {
   const int code = g_bridge->submit(&options, requests.data(), count,
                                     static_cast<int64_t*>(TF_TensorData(ids)), error, sizeof error);
   TF_DeleteTensor(ids);
-  TF_DeleteTensor(names);
-  if (code != 0) {
+  // On success the bridge holds the buffers (and has copied the names).
+  if (code == 0) {
+    buffers.clear();
+  } else {
     fail_bridge(ctx, code, error);
-    cleanup();
-    return;
   }
-  buffers.clear();  // the bridge holds them now
   cleanup();
 }
 
