@@ -94,8 +94,9 @@ def sparse_allreduce(slices, name, op):
         raise InvalidArgumentError(f"ringd: tensor '{name}' is a tf.IndexedSlices, which "
                                    f"allreduces with Sum or Average only, not {op!r} (densify it "
                                    "with tf.convert_to_tensor first)")
-    values = allgather(slices.values, name=f"{name}.values")
-    indices = allgather(slices.indices, name=f"{name}.indices")
+    # One submission and one wait for both (their first dimensions agree on every rank).
+    values, indices = _ops.run(_ops.ALLGATHER, [slices.values, slices.indices],
+                               [f"{name}.values", f"{name}.indices"])
     if op == Average:
         values = values / tf.cast(_runtime.size(), values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
