@@ -107,8 +107,8 @@ else:
     )
 
     __all__ += [
-        "allgather", "allgather_async", "allgather_object", "broadcast_object", "allreduce", "allreduce_", "allreduce_async",
-        "allreduce_async_", "barrier", "broadcast", "broadcast_", "broadcast_async",
-        "broadcast_async_", "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async_",
-        "poll", "reducescatter", "synchronize",
+        "allgather", "allgather_async", "allgather_object", "allreduce", "allreduce_",
+        "allreduce_async", "allreduce_async_", "barrier", "broadcast", "broadcast_",
+        "broadcast_async", "broadcast_async_", "broadcast_object", "grouped_allreduce",
+        "grouped_allreduce_", "grouped_allreduce_async_", "poll", "reducescatter", "synchronize",
     ]

@@ -112,14 +112,14 @@ def poll(handle):
     return handle.done()
 
 
-def pickled(obj):
+def _pickled(obj):
     """`obj` pickled, as a uint8 array."""
     buffer = io.BytesIO()
     pickle.dump(obj, buffer, protocol=pickle.HIGHEST_PROTOCOL)
     return np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy()
 
 
-def unpickled_rows(gathered, lengths):
+def _unpickled_rows(gathered, lengths):
     """The objects pickled one after another in the uint8 array `gathered`, `lengths` bytes each."""
     objects = []
     offset = 0
@@ -130,9 +130,10 @@ def unpickled_rows(gathered, lengths):
 
 
 def broadcast_object(obj, root_rank=0, name=None):
-    """Rank root_rank's `obj` (pickled) on every rank."""
+    """Rank root_rank's `obj` (pickled) on every rank (ringd.torch's and ringd.tensorflow's
+    broadcast_object too)."""
     name = name_or_default(name, "broadcast_object")
-    payload = pickled(obj) if _runtime.rank() == root_rank else None
+    payload = _pickled(obj) if _runtime.rank() == root_rank else None
     length = np.array([0 if payload is None else payload.size], dtype=np.int64)
     broadcast_(length, root_rank, f"{name}.length")
     if payload is None:
@@ -144,9 +145,9 @@ def broadcast_object(obj, root_rank=0, name=None):
 def allgather_object(obj, name=None):
     """Every rank's `obj` (pickled), as a list in rank order."""
     name = name_or_default(name, "allgather_object")
-    payload = pickled(obj)
+    payload = _pickled(obj)
     lengths = allgather(np.array([payload.size], dtype=np.int64), f"{name}.lengths")
-    return unpickled_rows(allgather(payload, name), lengths.tolist())
+    return _unpickled_rows(allgather(payload, name), lengths.tolist())
 
 
 def scatter_rows(rows, rank, size):

@@ -12,7 +12,7 @@ import threading
 
 from ringd import _runtime
 from ringd._core import InvalidArgumentError, MismatchError
-from ringd.torch._objects import allgather_object
+from ringd.collectives import allgather_object
 
 _lock = threading.Lock()
 _configured = {"job": None, "settings": None}

@@ -5,7 +5,8 @@ import torch
 
 from ringd import _runtime
 from ringd.torch import collectives
-from ringd.torch._objects import allgather_object, broadcast_object  # noqa: F401 (public)
+# Python objects travel as pickled bytes, the same for every framework (ringd.collectives).
+from ringd.collectives import allgather_object, broadcast_object  # noqa: F401 (public)
 from ringd.torch.tensors import SUPPORTED_DTYPES
 
 
