@@ -8,20 +8,12 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/host_name.h"
 #include "common/tunables.h"
 
 namespace ringd {
 namespace {
 std::atomic<int> g_rank{-1};
-
-const std::string& host_name() {
-  static const std::string name = [] {
-    char text[256] = {};
-    return ::gethostname(text, sizeof(text) - 1) == 0 && text[0] ? std::string(text)
-                                                                 : std::string("unknown-host");
-  }();
-  return name;
-}
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/host_name.h"
 #include "proto/tensorboard_event.pb.h"
 #include "ringd/error.h"
 
@@ -37,16 +38,6 @@ void append_le(std::string& out, uint64_t value, int bytes) {
 
 double wall_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  std::string host(name);
-  for (char& c : host) {
-    if (c == '/') c = '_';
-  }
-  return host;
 }
 
 }  // namespace

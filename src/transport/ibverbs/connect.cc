@@ -2,12 +2,11 @@
 // publish "ibverbs/<rank>/<peer>" (connection_info.h), read every peer's entry for this rank,
 // bring each queue pair to RTS, start the completion thread, then meet every peer at
 // "ibverbs/<rank>/ready" so nobody writes to a queue pair that is not ready to receive.
-#include <unistd.h>
-
 #include <algorithm>
 #include <random>
 #include <unordered_map>
 
+#include "common/host_name.h"
 #include "common/logging.h"
 #include "common/tunables.h"
 #include "ringd/error.h"
@@ -58,12 +57,6 @@ std::vector<uint8_t> get_before(Store& store, const std::string& key, Clock::tim
                                   << " in the rendezvous store: " << e.what()
                                   << " — did that rank start, with --transport ibverbs?");
   }
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
 }
 
 // Everything one ibverbs context owns, torn down in a safe order: channels closed (no more
