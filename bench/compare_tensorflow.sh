@@ -153,7 +153,7 @@ run_job() {
   local env_flags=(-x "PYTHONPATH=$build_dir/python" -x TF_CPP_MIN_LOG_LEVEL=2
     -x RINGD_CACHE_DIR="$out/cache") framework_flags=(--framework "$framework")
   local interpreter=$python
-  local hosts ranks=$nodes servers=0
+  local hosts ranks servers=0
   [[ $framework == ps* ]] && servers=${framework#ps}
   ranks=$((nodes + servers))
   hosts=$(seq -s, -f '10.77.0.%g' 1 "$ranks")
