@@ -224,7 +224,12 @@ int TrainStep::stop_vote_result(const std::function<int(int rank)>& stop_request
     group_->download(&stop_votes_[0], {group_stop_votes_[0].get(), 0}, sizeof(float));
   }
   if (local_stop_ != 0) return local_stop_;
-  return stop_votes_[0] > 0 ? SIGTERM : 0;
+  if (stop_votes_[0] <= 0) return 0;
+  // Another rank voted to stop. A signal that reached this rank after its own vote (ranks that
+  // share a process, `--transport inproc`, see one signal at different moments) is still this
+  // rank's: asked again only now that every rank stops after this step anyway.
+  local_stop_ = stop_requested(rank_);
+  return local_stop_ != 0 ? local_stop_ : SIGTERM;
 }
 
 }  // namespace ringd::runners

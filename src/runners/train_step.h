@@ -61,8 +61,9 @@ class TrainStep {
   // none). Set before the first run() and reset before the engine goes.
   void set_engine(Engine* engine) { engine_ = engine; }
 
-  // Runs global step `step`; `stop_requested` (may be empty) is asked once. Returns the mean loss
-  // and the hits over every device's batch.
+  // Runs global step `step`; `stop_requested` (may be empty) is asked once, and once more when
+  // another rank's vote stops this step. Returns the mean loss and the hits over every device's
+  // batch.
   model::ForwardResult run(model::ParameterSync& sync, int64_t step, const model::StepInfo& info,
                            const std::function<int(int rank)>& stop_requested);
   // After run(): 0 to go on, else the signal to report (this rank's, or SIGTERM's where another

@@ -366,7 +366,10 @@ TEST_F(ResumeTest, AStopOnOneRankStopsEveryRankAfterTheSameStepWithACheckpoint) 
     for (int rank = 0; rank < kRanks; ++rank) {
       EXPECT_EQ(summaries[rank].steps, 13) << "rank " << rank;
       EXPECT_EQ(summaries[rank].stopped_by_signal, SIGTERM) << "rank " << rank;
-      EXPECT_EQ(asked[rank], 13) << "rank " << rank << " was asked once per step";
+      // Once per step, and the ranks that had not asked once more after the vote (a signal that
+      // reached their process since is theirs too: ranks sharing a process see it at different
+      // moments).
+      EXPECT_EQ(asked[rank], rank == 2 ? 13 : 14) << "rank " << rank;
     }
     EXPECT_FALSE(at_end_called) << "a stopped run has no final parameters";
     ASSERT_FALSE(model::list_checkpoints(dir_).empty());
