@@ -12,19 +12,11 @@ Two levels:
     torch tensors, plus DistributedOptimizer.
 """
 
-import os as _os
-import sys as _sys
+# ringd._core with libringd bound to its own protobuf, not TensorFlow's (ringd/_native.py says how
+# and why).
+from ringd._native import load_core as _load_core
 
-# ringd._core, libringd and the system's protobuf they link are loaded with RTLD_DEEPBIND: their
-# own symbols first. TensorFlow loads its libraries RTLD_GLOBAL and exports its own copy of
-# protobuf (another version); without this, libringd's protobuf calls imported after TensorFlow
-# would bind partly to TensorFlow's copy and crash in the engine's first negotiation.
-_flags = _sys.getdlopenflags()
-_sys.setdlopenflags(_flags | _os.RTLD_DEEPBIND)
-try:
-    from ringd import _core  # noqa: E402
-finally:
-    _sys.setdlopenflags(_flags)
+_load_core()
 
 from ringd._core import (  # noqa: E402
     DeadlockError,

@@ -253,3 +253,27 @@ def test_the_tensorflow_op_sources_are_in_the_package():
     package = pathlib.Path(ringd.__file__).resolve().parent
     for name in ("ops.cc", "ringd_tf_bridge.h"):
         assert (package / "tensorflow" / name).is_file(), package
+
+
+def test_libringd_dependencies_but_protobuf_load_without_the_deep_binding(tmp_path):
+    # ringd/_native.py: _core reads as an ELF file whose NEEDED entries name libringd; libringd's
+    # name protobuf (the one that must bind deep) and, where built with it, MPI, which must be
+    # loaded first the usual way (MPI_Init aborted under mpirun in the TensorFlow image without).
+    from ringd import _native
+
+    needed, paths = _native._dynamic_entries(_core.__file__)
+    libringd = next(n for n in needed if n.startswith("libringd."))
+    located = [os.path.join(d, libringd) for d in [os.path.dirname(_core.__file__), *paths]
+               if os.path.exists(os.path.join(d, libringd))]
+    assert located, (needed, paths)
+    dependencies, _ = _native._dynamic_entries(located[0])
+    assert any(n.startswith("libprotobuf") for n in dependencies), dependencies
+    mapped = pathlib.Path("/proc/self/maps").read_text()
+    for soname in dependencies:
+        if soname.startswith("libmpi."):
+            assert "/" + soname.split(".so")[0] + ".so" in mapped, soname
+    # Anything that is not a 64-bit ELF file: nothing, no error.
+    (tmp_path / "text").write_text("not an ELF file")
+    (tmp_path / "short").write_bytes(b"\x7fELF\x02\x01")
+    for name in ("text", "short", "missing"):
+        assert _native._dynamic_entries(str(tmp_path / name)) == ([], [])
