@@ -1,0 +1,73 @@
+#include "job/elastic_job.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/host_name.h"
+#include "ringd/error.h"
+
+namespace ringd::job {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Errors after which the next generation may connect: a member that died or was cut off between
+// the close and the connection. Others (a wrong secret, a bad option) would fail again.
+bool retryable(ErrorCode code) {
+  return code == ErrorCode::kTimeout || code == ErrorCode::kPeerLost ||
+         code == ErrorCode::kProtocol || code == ErrorCode::kMismatch;
+}
+
+}  // namespace
+
+ElasticJob::ElasticJob(Store& store, ElasticJobOptions options)
+    : store_(store),
+      options_(std::move(options)),
+      membership_(store_, options_.job_id, options_.bounds) {
+  self_.id = rendezvous::new_member_id();
+  self_.who = options_.who.empty() ? "pid " + std::to_string(::getpid()) + " on " + host_name()
+                                   : options_.who;
+  std::replace(self_.who.begin(), self_.who.end(), '\n', ' ');
+}
+
+ElasticGeneration ElasticJob::form(int64_t step) {
+  self_.step = step;
+  const Clock::time_point deadline = Clock::now() + options_.bounds.timeout;
+  for (;;) {
+    ElasticGeneration formed;
+    formed.membership = membership_.join(self_, generation_ + 1);
+    const int64_t g = formed.membership.number;
+    generation_ = g;
+    TcpOptions tcp = options_.tcp;
+    tcp.job_id = rendezvous::generation_job_id(options_.job_id, g);
+    tcp.job_source = "elastic job " + options_.job_id + ", generation " + std::to_string(g);
+    PrefixStore keys("ringd/elastic/" + options_.job_id + "/g/" + std::to_string(g) + "/tcp",
+                     store_);
+    try {
+      formed.ctx = tcp_connect(keys, formed.rank(), formed.size(), tcp);
+      return formed;
+    } catch (const Error& error) {
+      if (!retryable(error.code()) || Clock::now() >= deadline) {
+        throw Error(error.code(), "elastic job " + options_.job_id + ", generation " +
+                                      std::to_string(g) + " (" + std::to_string(formed.size()) +
+                                      " ranks): " + error.what());
+      }
+      membership_.end(g,
+                      "its ranks could not all connect (" + self_.who + ": " + error.what() + ")");
+    }
+  }
+}
+
+std::string ElasticJob::end(const std::string& reason) {
+  RINGD_CHECK_ARG(generation_ >= 0,
+                  "elastic job " << options_.job_id << ": end() before any generation was formed");
+  return membership_.end(generation_, reason);
+}
+
+bool ElasticJob::newcomer_waiting() {
+  return generation_ >= 0 && membership_.newcomer_waiting(generation_);
+}
+
+}  // namespace ringd::job

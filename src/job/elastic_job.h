@@ -1,0 +1,75 @@
+// An elastic job's transport, generation after generation (issue 39; the membership protocol is
+// rendezvous/elastic_membership.h): form() joins the next generation through the store and
+// connects its ranks over tcp, every key of the generation under its own prefix and every
+// connection carrying the generation's job id, so that nothing of an older generation (a rank cut
+// off and come back, a late HELLO) can reach a newer one. When a rank is lost the survivors'
+// collectives fail (kPeerLost, or kTimeout for a cut link) as in any job; each survivor then
+// destroys its Context, calls end() and form() again, and the job goes on among them. A process
+// started later with the same options waits in the next generation; the running ranks see it
+// (newcomer_waiting(), at a step boundary), end theirs, and form the next one with it.
+//
+// What moves from generation to generation (parameters, optimizer state, the step) is the
+// caller's: rank 0 of every generation is a process that holds the newest step
+// (Generation::members[0].step), the one to take state from.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rendezvous/elastic_membership.h"
+#include "ringd/store.h"
+#include "ringd/tcp.h"
+#include "ringd/transport.h"
+
+namespace ringd::job {
+
+struct ElasticJobOptions {
+  std::string job_id;  // every process of the job names the same (JobIdentity)
+  rendezvous::ElasticBounds bounds;
+  // The connections: interface, port, secret, timeout, congestion. job_id/job_source are set per
+  // generation.
+  TcpOptions tcp;
+  std::string who;  // how this process is named to the others ("" = pid and host)
+};
+
+struct ElasticGeneration {
+  rendezvous::Generation membership;
+  std::unique_ptr<Context> ctx;
+  int rank() const { return membership.rank; }
+  int size() const { return membership.size(); }
+};
+
+class ElasticJob {
+ public:
+  // `store` outlives the job. Throws kInvalidArgument for unusable options.
+  ElasticJob(Store& store, ElasticJobOptions options);
+
+  // Joins the next generation with `step` (the newest step whose state this process holds; -1:
+  // none) and connects its ranks. A generation whose ranks cannot all connect (one died between
+  // the close and the connection) is ended and the next one formed, within bounds.timeout in all;
+  // then the last error, naming the generation.
+  ElasticGeneration form(int64_t step);
+
+  // Ends the generation formed last (the first reason recorded stays; returns it). Ranks that
+  // have not noticed a loss yet find out through their own failing collectives.
+  std::string end(const std::string& reason);
+
+  // Whether a process waits to join (call at a step boundary: all ranks must agree to end the
+  // generation, e.g. through a vote in the step's collectives).
+  bool newcomer_waiting();
+
+  // The generation formed last (-1 before the first form()).
+  int64_t generation() const { return generation_; }
+  const std::string& member_id() const { return self_.id; }
+
+ private:
+  Store& store_;
+  ElasticJobOptions options_;
+  rendezvous::ElasticMembership membership_;
+  rendezvous::ElasticMember self_;
+  int64_t generation_ = -1;
+};
+
+}  // namespace ringd::job
