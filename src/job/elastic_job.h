@@ -60,6 +60,7 @@ class ElasticJob {
   // generation, e.g. through a vote in the step's collectives).
   bool newcomer_waiting();
 
+  const rendezvous::ElasticBounds& bounds() const { return options_.bounds; }
   // The generation formed last (-1 before the first form()).
   int64_t generation() const { return generation_; }
   const std::string& member_id() const { return self_.id; }
