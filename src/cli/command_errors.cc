@@ -61,6 +61,21 @@ int parse_command_line(CLI::App& app, const char* name, int argc, const char* co
   return -1;
 }
 
+int run_elastic_command(const std::function<int()>& run) {
+  try {
+    tunables();  // a malformed RINGD_* variable is a usage error (exit 2) like a malformed flag
+  } catch (const std::exception& error) {
+    print_error(error);
+    return 2;
+  }
+  try {
+    return run();
+  } catch (const std::exception& error) {
+    print_error(error);
+    return 1;
+  }
+}
+
 int run_job_command(const job::TopologyFlags& flags, const std::function<void()>& check,
                     const std::function<int(const job::Topology&)>& run) {
   job::Topology topology;

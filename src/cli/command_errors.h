@@ -32,6 +32,10 @@ void abort_mpi_job_if_running(int exit_code);
 int parse_command_line(CLI::App& app, const char* name, int argc, const char* const* argv,
                        int first, const std::function<void()>& finish);
 
+// The tail of `ringd train --elastic` (no topology to resolve: the rendezvous hands out ranks):
+// a malformed RINGD_* variable is exit code 2, `run`'s errors are printed and exit code 1.
+int run_elastic_command(const std::function<int()>& run);
+
 // The tail of every multi-rank command after its flags parsed: resolves where this process sits
 // and runs `check` (errors: printed, exit code 2, as for bad flags), then `run` (errors: printed,
 // an MPI job aborted, exit code 1).

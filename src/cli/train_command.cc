@@ -20,8 +20,11 @@
 #include "job/job_context.h"
 #include "model/gemm.h"
 #include "model/mlp.h"
+#include "net/handshake.h"
 #include "ringd/error.h"
 #include "ringd/inproc.h"
+#include "ringd/store.h"
+#include "runners/elastic_train.h"
 #include "runners/train_report.h"
 #include "runners/train_runner.h"
 
@@ -58,12 +61,24 @@ rank 0 writes a checkpoint of it and all exit 128+N (143 for SIGTERM). A second 
 process at once. When a step fails (a dead peer), rank 0 first writes a checkpoint of the last
 completed step (allreduce mode), then exits 1.
 
+Elastic (--elastic, tcp): no --rank/--size; every process runs the same line with --rendezvous
+HOST:PORT (the process on HOST serves the store: the job ends if that one is lost) and the same
+RINGD_JOB_ID or RINGD_JOB_SECRET. The processes form generation after generation of the job: when
+a rank is lost the others go on without it within --timeout, taking no checkpoint and restarting
+nothing; a process started later with the same line joins at the next vote (every
+--elastic-check-every steps) and receives the parameters from a rank that has them. The global
+batch is --batch-size x --max-ranks whatever the ranks, split evenly over them, and the learning
+rate is scaled for --max-ranks: a lost rank's share is read by the others. Fewer than --min-ranks
+wait, up to --timeout, then fail naming who came. Not elastic yet: checkpoints, --local-devices,
+--gpus, DGC, --mode ps, the replay model.
+
 Examples:
   ringd train --transport inproc --ranks 4 --epochs 3
   mpirun -np 4 --mca mpi_yield_when_idle 1 ringd train --checkpoint-dir /tmp/ckpt --json out.json
   ringd train --transport inproc --ranks 4 --model replay --profile vgg16 --compute-ms 100
   ringd train --transport inproc --ranks 2 --local-devices 2 --epochs 1   # 2 nodes x 2 devices
   mpirun -np 2 ringd train --local-devices 4 --gpus --blas cublas   # 2 nodes x 4 GPUs
+  RINGD_JOB_ID=demo ringd train --elastic --max-ranks 4 --min-ranks 2 --rendezvous node-0:29400
 )";
 
 struct TrainFlagText {
@@ -183,6 +198,61 @@ void add_train_options(CLI::App& app, runners::TrainConfig* config, TrainFlagTex
                "multiplies on GPU d, the gradients are reduced in GPU memory");
   add_job_options(app, &config->topology, &config->interface, &config->tcp_port, &text->timeout);
   runners::add_ps_train_options(app, &config->ps);
+  app.add_flag("--elastic", config->elastic,
+               "ranks may be lost and join while the job trains on (tcp; see Elastic below): "
+               "needs --rendezvous and --max-ranks, no --rank/--size")
+      ->group("Elastic");
+  app.add_option("--min-ranks", config->min_ranks,
+                 "--elastic: the fewest ranks the job trains with (default 1)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->group("Elastic");
+  app.add_option("--max-ranks", config->max_ranks,
+                 "--elastic: the most ranks; the global batch is --batch-size x this")
+      ->check(CLI::Range(1, 1 << 16))
+      ->group("Elastic");
+  app.add_option("--elastic-check-every", config->elastic_check_every,
+                 "--elastic: steps between the votes that let a waiting process join (default "
+                 "10)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group("Elastic");
+}
+
+// --elastic's usage errors, before anything connects.
+void check_elastic_flags(const runners::TrainConfig& config) {
+  if (config.max_ranks < 1) {
+    throw CLI::ValidationError("--elastic",
+                               "needs --max-ranks N (the most ranks; the global batch is "
+                               "--batch-size x N)");
+  }
+  if (config.min_ranks > config.max_ranks) {
+    throw CLI::ValidationError("--min-ranks", std::to_string(config.min_ranks) +
+                                                  " is more than --max-ranks " +
+                                                  std::to_string(config.max_ranks));
+  }
+  if (config.topology.rendezvous.empty()) {
+    throw CLI::ValidationError("--elastic",
+                               "needs --rendezvous HOST:PORT, the same in every process (the "
+                               "process on HOST serves it)");
+  }
+  if (config.topology.rank >= 0 || config.topology.size >= 0 || config.topology.inproc_ranks >= 0) {
+    throw CLI::ValidationError("--elastic",
+                               "takes no --rank, --size or --ranks: the rendezvous hands out "
+                               "the ranks, and a process started later joins");
+  }
+  if (!config.topology.transport.empty() && config.topology.transport != "tcp") {
+    throw CLI::ValidationError("--elastic",
+                               "runs over --transport tcp only (MPI cannot lose a "
+                               "rank), not " +
+                                   config.topology.transport);
+  }
+  rendezvous::ElasticBounds bounds;
+  bounds.min_ranks = config.min_ranks;
+  bounds.max_ranks = config.max_ranks;
+  try {
+    runners::check_elastic_config(config, bounds);
+  } catch (const Error& error) {
+    throw CLI::ValidationError("--elastic", error.what());
+  }
 }
 
 void write_params(const std::string& path, const std::vector<model::ParameterView>& params) {
@@ -240,6 +310,54 @@ int run_inproc(const runners::TrainConfig& config, int ranks) {
     if (rank == 0) summary = std::move(mine);
   });
   return report(summary, config);
+}
+
+// --elastic: this process's part of the job, the store served here when HOST is this machine
+// (the first process there to bind the port), joined otherwise. The last generation's rank 0
+// reports.
+int run_elastic(const runners::TrainConfig& config) {
+  std::string host;
+  uint16_t port = 0;
+  job::parse_host_port("--rendezvous", config.topology.rendezvous, &host, &port);
+  const std::chrono::milliseconds timeout =
+      config.timeout.count() > 0 ? config.timeout : tunables().timeout;
+  const std::string secret = net::resolve_secret("");
+  job::Topology alone;
+  alone.transport = "tcp";
+  const job::JobIdentity identity =
+      job::resolve_job_identity(alone, job::process_environment(), secret);
+  RINGD_CHECK_ARG(!identity.id.empty(),
+                  "--elastic: no job identity: set RINGD_JOB_ID (or RINGD_JOB_SECRET / "
+                  "RINGD_JOB_SECRET_FILE, which also authenticates) to the same value in every "
+                  "process of the job, so that a process of another job can never join it");
+  std::unique_ptr<TcpStoreServer> server;
+  try {
+    server = std::make_unique<TcpStoreServer>(host, port, secret);
+    RINGD_LOG(kInfo) << "serving the elastic rendezvous store at " << host << ":" << port
+                     << " (the job ends if this process is lost)";
+  } catch (const Error&) {
+    // Not this machine's address, or another process here serves it already.
+  }
+  TcpStore store(host, port, secret, timeout);
+  job::ElasticJobOptions options;
+  options.job_id = identity.id;
+  options.bounds.min_ranks = config.min_ranks;
+  options.bounds.max_ranks = config.max_ranks;
+  options.bounds.timeout = timeout;
+  options.tcp.interface = config.interface;
+  options.tcp.port = static_cast<uint16_t>(config.tcp_port);
+  options.tcp.secret = secret;
+  options.tcp.timeout = timeout;
+  job::ElasticJob elastic(store, options);
+  const runners::TrainData data = runners::load_train_data(config, /*with_test=*/true);
+  runners::TrainHooks hooks;
+  if (!config.params_out.empty()) {
+    hooks.at_end = [&config](int rank, const std::vector<model::ParameterView>& params) {
+      if (rank == 0) write_params(config.params_out, params);
+    };
+  }
+  const runners::TrainSummary summary = runners::run_elastic_train(elastic, config, data, hooks);
+  return summary.final_rank == 0 ? report(summary, config) : 0;
 }
 
 int run_train(const runners::TrainConfig& config, const job::Topology& topology) {
@@ -335,6 +453,7 @@ bool parse_train_command_line(int argc, const char* const* argv, runners::TrainC
     if (config->resume && config->checkpoint_dir.empty()) {
       throw CLI::ValidationError("--resume", "needs --checkpoint-dir");
     }
+    if (config->elastic) check_elastic_flags(*config);
   });
   *exit_code = code < 0 ? 0 : code;
   return code < 0;
@@ -344,6 +463,7 @@ int run_train_command_line(int argc, const char* const* argv) {
   runners::TrainConfig config;
   int exit_code = 0;
   if (!parse_train_command_line(argc, argv, &config, &exit_code)) return exit_code;
+  if (config.elastic) return run_elastic_command([&] { return run_elastic(config); });
   return run_job_command(config.topology, nullptr, [&](const job::Topology& topology) {
     return run_train(config, topology);
   });

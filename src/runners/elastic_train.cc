@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "common/logging.h"
@@ -139,7 +140,8 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
   summary.blas = mlp.backend();
   summary.transport = "tcp";
   summary.global_batch = global_batch;
-  summary.learning_rate = learning_rate_at(config, nominal_world, 0, planned_steps);
+  summary.learning_rate =
+      learning_rate_at(config, nominal_world, config.warmup_steps, planned_steps);  // the peak
   summary.lr_schedule = lr_schedule_name(config.lr_schedule);
   summary.steps_per_epoch = steps_per_epoch;
 
@@ -153,6 +155,8 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
   std::vector<int32_t> labels;
   float waiting = 0;  // the join vote's buffer: outlives every engine that may write it
   const auto started = Clock::now();
+  std::optional<Clock::time_point> ended_at;  // when the last generation ended here
+  double blocked_seconds = 0;
 
   for (;;) {
     job::ElasticGeneration generation = job.form(holds_state ? applied : -1);
@@ -167,11 +171,16 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
       take_state_from_rank_zero(ctx, &applied, params, &momentum);
       holds_state = true;
       if (rank == 0) {
-        std::printf("generation %lld: %d rank%s from step %lld of %lld (%s)\n",
+        char since[96] = "";
+        if (ended_at) {
+          std::snprintf(since, sizeof(since), ", %.2f s after the last one ended here",
+                        std::chrono::duration<double>(Clock::now() - *ended_at).count());
+        }
+        std::printf("generation %lld: %d rank%s from step %lld of %lld (%s)%s\n",
                     static_cast<long long>(generation.membership.number), size,
                     size == 1 ? "" : "s", static_cast<long long>(applied),
                     static_cast<long long>(total_steps),
-                    members_text(generation.membership).c_str());
+                    members_text(generation.membership).c_str(), since);
         std::fflush(stdout);
       }
       EngineOptions options;
@@ -237,8 +246,10 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
       RINGD_LOG(kWarn) << "generation " << generation.membership.number << ", rank " << rank << ": "
                        << error.what() << "; forming the next generation from step " << applied;
     }
+    ended_at = Clock::now();
     if (sync) {
       for (size_t i = 0; i < params.size(); ++i) momentum[i] = sync->local_optimizer()->state(i);
+      blocked_seconds += sync->blocked_seconds();
     }
     sync.reset();
     if (engine) {
@@ -251,6 +262,8 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
       summary.steps = applied;
       summary.steps_applied = applied;
       summary.train_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+      summary.blocked_seconds = blocked_seconds;
+      summary.comm_share = summary.train_seconds > 0 ? blocked_seconds / summary.train_seconds : 0;
       summary.samples_per_second = summary.train_seconds > 0
                                        ? static_cast<double>(global_batch) *
                                              static_cast<double>(applied) / summary.train_seconds
@@ -263,7 +276,11 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
       summary.params_sha256 = params_digest(params);
       if (hooks.at_end) hooks.at_end(rank, params);
       generation.ctx.reset();
-      job.end("finished training after step " + std::to_string(applied));
+      try {
+        // For the record only: the process serving the store may be gone already.
+        job.end("finished training after step " + std::to_string(applied));
+      } catch (const Error&) {
+      }
       summary.final_rank = rank;
       return summary;
     }

@@ -62,8 +62,11 @@ struct TrainConfig {
   std::string params_out;  // final parameters, raw float32 in registration order (rank 0)
   int64_t log_every = 50;  // progress line every N steps (rank 0)
   double throttle_ms = 0;  // sleep after every step (tests: a run long enough to kill)
-  // --elastic: steps between the votes on whether a process waits to join.
-  int64_t elastic_check_every = 10;
+  // --elastic (runners/elastic_train.h): ranks may be lost and join while the job goes on.
+  bool elastic = false;
+  int min_ranks = 1;
+  int max_ranks = 0;
+  int64_t elastic_check_every = 10;  // steps between the votes on whether a process waits to join
 
   // Gradient compression (allreduce mode): unset = RINGD_COMPRESSION. With kDgc the momentum
   // moves into the compressor and the optimizer runs plain SGD (include/ringd/dgc.h).

@@ -84,6 +84,13 @@ std::string format_train_summary(const TrainSummary& s) {
     text += std::to_string(s.checkpoint_failures) +
             " periodic checkpoint(s) could not be written (the warnings say why)\n";
   }
+  if (s.generations > 0) {
+    std::snprintf(line, sizeof(line),
+                  "elastic: %lld generation%s, %d ranks at the end, %lld updates applied\n",
+                  static_cast<long long>(s.generations), s.generations == 1 ? "" : "s",
+                  s.ranks_at_end, static_cast<long long>(s.steps_applied));
+    text += line;
+  }
   if (s.stopped_by_signal != 0) {
     std::snprintf(line, sizeof(line),
                   "stopped early on request (signal %d) after step %lld; --resume continues from "
@@ -131,6 +138,11 @@ std::string format_train_json(const TrainSummary& s) {
       {"stopped_by_signal",
        s.stopped_by_signal == 0 ? nlohmann::json(nullptr) : nlohmann::json(s.stopped_by_signal)},
   };
+  if (s.generations > 0) {
+    json["generations"] = s.generations;
+    json["ranks_at_end"] = s.ranks_at_end;
+    json["steps_applied"] = s.steps_applied;
+  }
   return json.dump();
 }
 
