@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -344,6 +345,8 @@ int run_elastic(const runners::TrainConfig& config) {
   options.bounds.min_ranks = config.min_ranks;
   options.bounds.max_ranks = config.max_ranks;
   options.bounds.timeout = timeout;
+  options.bounds.settle =
+      std::chrono::milliseconds(std::llround(tunables().elastic_settle_s * 1000));
   options.tcp.interface = config.interface;
   options.tcp.port = static_cast<uint16_t>(config.tcp_port);
   options.tcp.secret = secret;

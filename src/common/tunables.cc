@@ -96,6 +96,9 @@ void load_fusion(Tunables& t) {
   if (const char* v = env("RINGD_STALL_WARNING_S")) {
     t.stall_warning_s = parse_non_negative("RINGD_STALL_WARNING_S", v, kMaxSeconds);
   }
+  if (const char* v = env("RINGD_ELASTIC_SETTLE_S")) {
+    t.elastic_settle_s = parse_non_negative("RINGD_ELASTIC_SETTLE_S", v, kMaxSeconds);
+  }
   if (const char* v = env("RINGD_STALL_SHUTDOWN_S")) {
     t.stall_shutdown_s = parse_non_negative("RINGD_STALL_SHUTDOWN_S", v, kMaxSeconds);
   }
@@ -204,6 +207,7 @@ const std::vector<std::string>& script_variables() {
       "RINGD_E2E_DOCKER",
       "RINGD_E2E_KEEP",
       "RINGD_E2E_PYTORCH",
+      "RINGD_E2E_TENSORFLOW",
       "RINGD_E2E_STATE",
       "RINGD_K8S_VERSION",
       "RINGD_NETNS_TMPDIR",
@@ -364,6 +368,10 @@ const std::vector<TunableInfo>& tunable_table() {
       {"RINGD_STALL_WARNING_S", "60",
        "fusion engine: rank 0 warns (naming tensors and the ranks they wait on) when a tensor "
        "waits longer than this; 0 = off"},
+      {"RINGD_ELASTIC_SETTLE_S", "0.5",
+       "ringd train --elastic: once --min-ranks processes have claimed a place in the next "
+       "generation of the job, how long it waits for one more before it starts (at once with "
+       "--max-ranks): what a lost rank costs beyond noticing it"},
       {"RINGD_STALL_SHUTDOWN_S", "1800",
        "fusion engine: a tensor stalled this long fails on every rank and the engines stop "
        "(certain deadlocks fail within about a second without it); 30 min as torch.distributed's "

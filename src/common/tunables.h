@@ -40,6 +40,7 @@ struct Tunables {
   size_t cache_capacity = 1024;              // RINGD_CACHE_CAPACITY (0 = no response cache)
   double stall_warning_s = 60;               // RINGD_STALL_WARNING_S (0 = no inspector)
   double stall_shutdown_s = 1800;            // RINGD_STALL_SHUTDOWN_S (0 = never)
+  double elastic_settle_s = 0.5;             // RINGD_ELASTIC_SETTLE_S: ringd train --elastic
   std::string timeline;                      // RINGD_TIMELINE: Chrome-trace JSON file
   std::string compression = "none";          // RINGD_COMPRESSION: none, fp16 or bf16
   int fusion_threads = 0;                    // RINGD_FUSION_THREADS (0 = min(4, cores))

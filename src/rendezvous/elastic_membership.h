@@ -41,7 +41,7 @@ struct ElasticBounds {
   int min_ranks = 1;
   int max_ranks = 1;
   // How long a generation waits for one more claimant once it has min_ranks.
-  std::chrono::milliseconds settle{1000};
+  std::chrono::milliseconds settle{500};
   // How long join() waits for min_ranks (and for a running generation to end).
   std::chrono::milliseconds timeout{60000};
 };

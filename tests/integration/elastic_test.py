@@ -5,7 +5,8 @@ first); the process holding rank 2 is SIGKILLed after step ~50: the other three 
 generation by themselves within the timeout (+2 s), the same processes (no restart, no checkpoint
 anywhere); a fifth process started with the same line joins at the next vote and the job ends at
 4 ranks, every step applied once (steps_applied), with the test accuracy of an undisturbed run
-within 0.5 points. Then the misuses: a missing job identity, --rank with --elastic, a global batch
+within 0.5 points. The same on 5 emulated nodes (network namespaces, as root) with rank 2's link
+cut (`ip link set ... down`) instead of a kill. And the misuses: a missing job identity, --rank with --elastic, a global batch
 that does not split over every rank count.
 """
 import json
@@ -24,6 +25,8 @@ import harness  # noqa: E402
 from harness import Failure, check  # noqa: E402
 from train_test import write_idx  # noqa: E402
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER_SH = os.path.join(REPO, "bench", "cluster.sh")
 TIMEOUT_S = 10
 EPOCHS = 8
 BATCH = 12  # x --max-ranks 4 = 48 per step: splits over 2, 3 and 4 ranks
@@ -45,16 +48,20 @@ def write_dataset(directory):
 
 
 class ElasticProcesses:
-    """Processes of one elastic job, each started with the same line."""
+    """Processes of one elastic job, each started with the same line (inside node i's network
+    namespace with `nodes`)."""
 
-    def __init__(self, ringd, directory, port, name):
+    def __init__(self, ringd, directory, port, name, nodes=None):
         self.ringd, self.directory, self.port, self.name = ringd, directory, port, name
+        self.nodes = nodes
+        self.host = nodes.address(0) if nodes else "127.0.0.1"
         self.processes = []  # (Popen, stdout path, stderr path)
 
     def args(self, json_path):
-        return [self.ringd, "train", "--elastic", "--min-ranks", "2", "--max-ranks", "4",
-                "--rendezvous", f"127.0.0.1:{self.port}", "--data", os.path.join(self.directory,
-                                                                                 "data"),
+        where = ["--iface", "eth0"] if self.nodes else []
+        return [self.ringd, "train", "--elastic", "--min-ranks", "2", "--max-ranks", "4", *where,
+                "--rendezvous", f"{self.host}:{self.port}", "--data", os.path.join(self.directory,
+                                                                                   "data"),
                 "--layers", "16,32,4", "--batch-size", str(BATCH), "--lr", "0.01",
                 "--epochs", str(EPOCHS), "--blas", "openblas", "--log-every", "25",
                 "--elastic-check-every", "5", "--throttle-ms", "20", "--timeout", str(TIMEOUT_S),
@@ -65,10 +72,11 @@ class ElasticProcesses:
         out = os.path.join(self.directory, f"{self.name}{i}.out")
         err = os.path.join(self.directory, f"{self.name}{i}.err")
         env = harness.environment(RINGD_JOB_ID=f"elastic-{self.name}")
+        command = self.args(os.path.join(self.directory, f"{self.name}{i}.json"))
+        if self.nodes:
+            command = ["ip", "netns", "exec", self.nodes.namespace(i), *command]
         with open(out, "w") as o, open(err, "w") as e:
-            process = subprocess.Popen(self.args(os.path.join(self.directory,
-                                                              f"{self.name}{i}.json")),
-                                       stdout=o, stderr=e, env=env)
+            process = subprocess.Popen(command, stdout=o, stderr=e, env=env)
         self.processes.append((process, out, err))
         return process
 
@@ -131,12 +139,14 @@ def start_first(job):
     """The first process serves the rendezvous store: wait until it listens."""
     job.start()
     deadline = time.monotonic() + 10
-    import socket
+    probe = [sys.executable, "-c", "import socket, sys; s = socket.socket(); s.settimeout(1); "
+             "sys.exit(s.connect_ex((sys.argv[1], int(sys.argv[2]))))", job.host, str(job.port)]
+    if job.nodes:
+        probe = ["ip", "netns", "exec", job.nodes.namespace(0), *probe]
     while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", job.port)) == 0:
-                return
-        time.sleep(0.02)
+        if subprocess.run(probe, capture_output=True).returncode == 0:
+            return
+        time.sleep(0.05)
     raise Failure(f"the first process never served the store:\n{job.everything()}")
 
 
@@ -160,8 +170,12 @@ def undisturbed(ringd, directory):
     return s
 
 
-def lost_and_joined(ringd, directory, reference):
-    job = ElasticProcesses(ringd, directory, harness.free_port(), "disturbed")
+def lost_and_joined(ringd, directory, reference, nodes=None):
+    """Rank 2 SIGKILLed (or, with `nodes`, its node's link cut); the survivors go on; a newcomer
+    joins."""
+    how = "link cut" if nodes else "SIGKILLed"
+    job = ElasticProcesses(ringd, directory, harness.free_port(),
+                           "cut" if nodes else "disturbed", nodes)
     try:
         start_first(job)
         for _ in range(3):
@@ -170,7 +184,11 @@ def lost_and_joined(ringd, directory, reference):
         ranks = generation_pids(job.output(owner)[0], 0)
         victim = ranks[2]
         check(victim != job.processes[0][0].pid, "rank 2 is the store's process")
-        os.kill(victim, signal.SIGKILL)
+        if nodes:
+            index = [p.pid for p, _, _ in job.processes].index(victim)
+            nodes.cut(index)
+        else:
+            os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         index, _ = job.wait_for(r"^generation 1: 3 ranks", TIMEOUT_S + 2 + 5)
         reformed_s = time.monotonic() - killed_at
@@ -178,8 +196,8 @@ def lost_and_joined(ringd, directory, reference):
         check(set(survivors.values()) == set(ranks.values()) - {victim},
               f"generation 1 is not the survivors: {survivors} (generation 0 {ranks}, killed "
               f"{victim})")
-        check(reformed_s <= TIMEOUT_S + 2, f"the survivors re-formed {reformed_s:.1f} s after the "
-              f"kill (limit: timeout {TIMEOUT_S} s + 2 s)")
+        check(reformed_s <= TIMEOUT_S + 2, f"the survivors re-formed {reformed_s:.1f} s after "
+              f"rank 2 was {how} (limit: timeout {TIMEOUT_S} s + 2 s)")
         job.start()  # the newcomer, with the same line
         newcomer = job.processes[-1][0].pid
         index, _ = job.wait_for(r"^generation 2: 4 ranks", 60)
@@ -190,7 +208,8 @@ def lost_and_joined(ringd, directory, reference):
     finally:
         job.kill()
     by_pid = {p.pid: code for (p, _, _), code in zip(job.processes, codes)}
-    check(by_pid[victim] == -signal.SIGKILL and
+    # Cut off, rank 2 fails by itself: it reaches neither its peers nor the store.
+    check((by_pid[victim] != 0 if nodes else by_pid[victim] == -signal.SIGKILL) and
           all(code == 0 for pid, code in by_pid.items() if pid != victim),
           f"exits {by_pid} (victim {victim})\n{job.everything()}")
     summaries = [s for s in map(job.summary, range(len(job.processes))) if s]
@@ -206,10 +225,50 @@ def lost_and_joined(ringd, directory, reference):
     for i in range(len(job.processes)):
         check("resum" not in job.output(i)[0] and "checkpoint" not in job.output(i)[0],
               f"process {i} speaks of checkpoints:\n{job.output(i)[0]}")
-    print(f"ok   rank 2 SIGKILLed after step ~50: 3 survivors re-formed {reformed_s:.2f} s later "
+    print(f"ok   rank 2 {how} after step ~50: 3 survivors re-formed {reformed_s:.2f} s later "
           f"(same processes), a newcomer joined, 4 ranks at the end; {s['steps_applied']} "
           f"updates for {s['steps']} steps; test accuracy {s['test_accuracy']:.4f} (undisturbed "
           f"{reference['test_accuracy']:.4f})", flush=True)
+
+
+class Nodes:
+    """5 emulated nodes (bench/cluster.sh: network namespaces on a bridge, 10 Gbit/s ports) under
+    names of this test's own; cut(i) sets node i's bridge port down."""
+
+    def __init__(self):
+        tag = os.getpid() % 100000
+        self.names = {
+            "RINGD_CLUSTER_NODE_PREFIX": f"ringd-el{tag}-",
+            "RINGD_CLUSTER_PORT_PREFIX": f"rl{tag}v",
+            "RINGD_CLUSTER_BRIDGE": f"rl{tag}br",
+            "RINGD_CLUSTER_SUBNET": f"10.{150 + tag % 50}.{tag % 250}",
+        }
+        self.up = False
+
+    def cluster(self, *args):
+        done = subprocess.run([CLUSTER_SH, *args], env=dict(os.environ, **self.names),
+                              capture_output=True, text=True, timeout=120)
+        check(done.returncode == 0, f"cluster.sh {' '.join(args)}: {done.stderr}")
+
+    def namespace(self, i):
+        return self.names["RINGD_CLUSTER_NODE_PREFIX"] + str(i)
+
+    def address(self, i):
+        return f"{self.names['RINGD_CLUSTER_SUBNET']}.{i + 1}"
+
+    def start(self):
+        self.up = True
+        self.cluster("up", "5", "10gbit")
+
+    def cut(self, i):
+        port = self.names["RINGD_CLUSTER_PORT_PREFIX"] + str(i)
+        done = subprocess.run(["ip", "link", "set", port, "down"], capture_output=True, text=True)
+        check(done.returncode == 0, f"ip link set {port} down: {done.stderr}")
+
+    def down(self):
+        if self.up:
+            self.cluster("down", "5")
+            self.up = False
 
 
 def misuse(ringd, directory):
@@ -245,6 +304,15 @@ def test(ringd, args):
         misuse(ringd, directory)
         reference = undisturbed(ringd, directory)
         lost_and_joined(ringd, directory, reference)
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            print("skip the cut link: needs root and iproute2 (network namespaces)", flush=True)
+            return
+        nodes = Nodes()
+        try:
+            nodes.start()
+            lost_and_joined(ringd, directory, reference, nodes)
+        finally:
+            nodes.down()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
