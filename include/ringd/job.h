@@ -57,6 +57,8 @@ struct JobIdentity {
   std::string source;     // what told it: "explicit", "mpirun", "torchrun", "statefulset", "single"
 };
 
+class ElasticJob;
+
 class Job {
  public:
   // Collective: returns once every rank is connected (and their engines started). Throws
@@ -89,6 +91,50 @@ class Job {
   // Stops the engine (collective in effect: see Engine::shutdown, which `reason` is passed to)
   // and closes the connection. Idempotent.
   void shutdown(const std::string& reason = "", bool failed = false);
+
+  struct Impl;
+
+ private:
+  friend class ElasticJob;
+  struct Formed {};
+  explicit Job(Formed);  // ElasticJob::form() fills it in
+  std::unique_ptr<Impl> impl_;
+};
+
+// An elastic job (docs/elastic.md; `ringd train --elastic` is built on the same pieces): the
+// processes form generation after generation of ranks through a rendezvous store. form() joins the
+// next generation and returns it as a Job (tcp, engine started) of its ranks; when a collective
+// fails because a rank was lost (PeerLost, or Timeout for a cut link), shut that Job down, end()
+// the generation and form() the next one among whoever is left. A process started later with the
+// same options waits in the next generation; the running ranks see it (newcomer_waiting(), which
+// they must agree on, e.g. through an allreduce at a step boundary), end theirs and form the next
+// one with it. Rank 0 of every generation is a process that gave form() the newest `step`: the one
+// to take state from.
+struct ElasticJobOptions {
+  std::string rendezvous;  // "host:port", the same everywhere; the process on host serves it
+  int min_ranks = 1;       // fewer wait (up to the timeout) for more
+  int max_ranks = 1;       // a generation with this many closes at once
+  std::string interface;   // tcp: listen on / advertise this interface ("": any)
+  int tcp_port = 0;        // tcp: this process's listening port (0: any)
+  std::chrono::milliseconds timeout{0};  // 0: RINGD_TIMEOUT
+  EngineOptions engine;
+};
+
+class ElasticJob {
+ public:
+  // Serves or joins the store; the job identity comes from the environment (RINGD_JOB_ID or the
+  // job secret: required). Throws kInvalidArgument for missing or unusable options.
+  explicit ElasticJob(const ElasticJobOptions& options);
+  ~ElasticJob();
+  ElasticJob(const ElasticJob&) = delete;
+  ElasticJob& operator=(const ElasticJob&) = delete;
+
+  // Joins the next generation; `step`: how far this process's state is (-1: it has none).
+  std::unique_ptr<Job> form(int64_t step);
+  // Ends the generation formed last; the first reason recorded stays and is returned.
+  std::string end(const std::string& reason);
+  bool newcomer_waiting();
+  int64_t generation() const;  // -1 before the first form()
 
   struct Impl;
 

@@ -21,7 +21,7 @@ import threading
 import warnings
 import weakref
 
-from ringd._core import InvalidArgumentError, Job
+from ringd._core import ElasticJob, InvalidArgumentError, Job
 
 # Reduction operators, as Horovod spells them (the values are ringd's op names).
 Average = "avg"
@@ -33,6 +33,7 @@ _OPS = {Average, Sum, Min, Max, Product}
 
 _lock = threading.Lock()
 _job = None
+_elastic = None  # ringd._core.ElasticJob when RINGD_ELASTIC_RENDEZVOUS made init() elastic
 _counters = collections.defaultdict(itertools.count)
 _unnamed_thread = None  # weakref to the thread that makes the unnamed calls
 _uncaught = None  # "ValueError: ..." once an uncaught exception is on its way to ending the process
@@ -55,8 +56,12 @@ def init(comm=None, process_sets=None, *, rank=-1, size=-1, rendezvous="", trans
     with _lock:
         if _job is not None:
             return
-        job = Job(rank=rank, size=size, rendezvous=rendezvous, transport=transport,
-                  timeout_s=timeout_s, interface=interface)
+        elastic = os.environ.get("RINGD_ELASTIC_RENDEZVOUS", "")
+        if elastic and rank < 0 and size < 0 and not rendezvous:
+            job = _open_elastic(elastic, timeout_s, interface)
+        else:
+            job = Job(rank=rank, size=size, rendezvous=rendezvous, transport=transport,
+                      timeout_s=timeout_s, interface=interface)
         if comm is not None and sorted(comm) != list(range(job.size)):
             job.shutdown()
             raise NotImplementedError(
@@ -65,6 +70,54 @@ def init(comm=None, process_sets=None, *, rank=-1, size=-1, rendezvous="", trans
         _job = job
         _counters.clear()
         _chain_excepthook()
+
+
+def _open_elastic(address, timeout_s, interface):
+    """The first generation of an elastic job (docs/elastic.md): RINGD_ELASTIC_RENDEZVOUS=host:port
+    (the process on host serves it), RINGD_ELASTIC_MIN_RANKS (1), RINGD_ELASTIC_MAX_RANKS
+    (required), the job identity from RINGD_JOB_ID or the secret."""
+    global _elastic
+
+    def count(name, text, default):
+        if not text:
+            if default is None:
+                raise InvalidArgumentError(f"ringd: RINGD_ELASTIC_RENDEZVOUS={address} needs {name} "
+                                           "(the most ranks the elastic job trains with)")
+            return default
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise InvalidArgumentError(f"ringd: {name}={text!r} is not a positive rank count")
+        return value
+
+    min_ranks = count("RINGD_ELASTIC_MIN_RANKS", os.environ.get("RINGD_ELASTIC_MIN_RANKS", ""), 1)
+    max_ranks = count("RINGD_ELASTIC_MAX_RANKS", os.environ.get("RINGD_ELASTIC_MAX_RANKS", ""),
+                      None)
+    _elastic = ElasticJob(address, min_ranks, max_ranks, timeout_s, interface=interface)
+    return _elastic.form(-1)
+
+
+def elastic_job():
+    """The process's ringd._core.ElasticJob, or None when the job is not elastic."""
+    return _elastic
+
+
+def reform(reason, step):
+    """Elastic jobs: shuts the current generation's job down, ends the generation for `reason` and
+    forms the next one (`step`: how far this process's state is, -1 none); ringd.torch.elastic.run
+    calls it."""
+    global _job
+    with _lock:
+        job, _job = _job, None
+    if job is not None:
+        job.shutdown(f"the elastic job re-forms: {reason}", False)
+    _elastic.end(reason)
+    formed = _elastic.form(step)
+    with _lock:
+        _job = formed
+        _counters.clear()
 
 
 def shutdown(reason=None, failed=False):

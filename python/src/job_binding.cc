@@ -258,6 +258,54 @@ void bind_job(nb::module_& module) {
            "`reason` (why this rank stops) reaches the other ranks' errors for the tensors they "
            "still wait on; `failed`: it stops because of its own error.")
       .def("__repr__", &job_repr);
+
+  nb::class_<ElasticJob>(module, "ElasticJob",
+                         "An elastic job (docs/elastic.md): form() joins the next generation of "
+                         "its processes and returns it as a Job; ringd.torch.elastic drives it.")
+      .def(
+          "__init__",
+          [](ElasticJob* self, std::string rendezvous, int min_ranks, int max_ranks,
+             double timeout_s, std::string interface) {
+            JobOptions job = job_options(-1, -1, "", "", timeout_s, "");
+            ElasticJobOptions options;
+            options.rendezvous = std::move(rendezvous);
+            options.min_ranks = min_ranks;
+            options.max_ranks = max_ranks;
+            options.timeout = job.timeout;
+            options.interface = std::move(interface);
+            nb::gil_scoped_release release;
+            new (self) ElasticJob(options);
+          },
+          "rendezvous"_a, "min_ranks"_a, "max_ranks"_a, "timeout_s"_a = 0.0, nb::kw_only(),
+          "interface"_a = "")
+      .def(
+          "form",
+          [](ElasticJob& self, int64_t step) {
+            std::unique_ptr<Job> job;
+            {
+              nb::gil_scoped_release release;
+              job = self.form(step);
+            }
+            return new PyJob(std::move(job));
+          },
+          "step"_a, nb::rv_policy::take_ownership,
+          "Joins the next generation (step: how far this process's state is, -1: none) and "
+          "returns its Job. Rank 0 holds the newest step.")
+      .def(
+          "end",
+          [](ElasticJob& self, const std::string& reason) {
+            nb::gil_scoped_release release;
+            return self.end(reason);
+          },
+          "reason"_a, "Ends the generation formed last; returns the first reason recorded.")
+      .def(
+          "newcomer_waiting",
+          [](ElasticJob& self) {
+            nb::gil_scoped_release release;
+            return self.newcomer_waiting();
+          },
+          "Whether a process waits to join (the ranks must agree before ending the generation).")
+      .def_prop_ro("generation", &ElasticJob::generation);
 }
 
 }  // namespace ringd::python

@@ -317,31 +317,14 @@ int run_inproc(const runners::TrainConfig& config, int ranks) {
 // (the first process there to bind the port), joined otherwise. The last generation's rank 0
 // reports.
 int run_elastic(const runners::TrainConfig& config) {
-  std::string host;
-  uint16_t port = 0;
-  job::parse_host_port("--rendezvous", config.topology.rendezvous, &host, &port);
   const std::chrono::milliseconds timeout =
       config.timeout.count() > 0 ? config.timeout : tunables().timeout;
-  const std::string secret = net::resolve_secret("");
-  job::Topology alone;
-  alone.transport = "tcp";
-  const job::JobIdentity identity =
-      job::resolve_job_identity(alone, job::process_environment(), secret);
-  RINGD_CHECK_ARG(!identity.id.empty(),
-                  "--elastic: no job identity: set RINGD_JOB_ID (or RINGD_JOB_SECRET / "
-                  "RINGD_JOB_SECRET_FILE, which also authenticates) to the same value in every "
-                  "process of the job, so that a process of another job can never join it");
-  std::unique_ptr<TcpStoreServer> server;
-  try {
-    server = std::make_unique<TcpStoreServer>(host, port, secret);
-    RINGD_LOG(kInfo) << "serving the elastic rendezvous store at " << host << ":" << port
-                     << " (the job ends if this process is lost)";
-  } catch (const Error&) {
-    // Not this machine's address, or another process here serves it already.
-  }
-  TcpStore store(host, port, secret, timeout);
+  job::ElasticRendezvous rendezvous =
+      job::open_elastic_rendezvous(config.topology.rendezvous, timeout);
+  TcpStore& store = *rendezvous.store;
+  const std::string& secret = rendezvous.secret;
   job::ElasticJobOptions options;
-  options.job_id = identity.id;
+  options.job_id = rendezvous.job_id;
   options.bounds.min_ranks = config.min_ranks;
   options.bounds.max_ranks = config.max_ranks;
   options.bounds.timeout = timeout;

@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "common/host_name.h"
+#include "common/logging.h"
+#include "job/topology.h"
+#include "net/handshake.h"
 #include "ringd/error.h"
 
 namespace ringd::job {
@@ -21,6 +24,33 @@ bool retryable(ErrorCode code) {
 }
 
 }  // namespace
+
+ElasticRendezvous open_elastic_rendezvous(const std::string& address,
+                                          std::chrono::milliseconds timeout) {
+  std::string host;
+  uint16_t port = 0;
+  parse_host_port("--rendezvous", address, &host, &port);
+  ElasticRendezvous rendezvous;
+  rendezvous.secret = net::resolve_secret("");
+  Topology alone;
+  alone.transport = "tcp";
+  rendezvous.job_id = resolve_job_identity(alone, process_environment(), rendezvous.secret).id;
+  RINGD_CHECK_ARG(!rendezvous.job_id.empty(),
+                  "elastic job at " << address
+                                    << ": no job identity: set RINGD_JOB_ID (or RINGD_JOB_SECRET "
+                                       "/ RINGD_JOB_SECRET_FILE, which also authenticates) to "
+                                       "the same value in every process of the job, so that a "
+                                       "process of another job can never join it");
+  try {
+    rendezvous.server = std::make_unique<TcpStoreServer>(host, port, rendezvous.secret);
+    RINGD_LOG(kInfo) << "serving the elastic rendezvous store at " << address
+                     << " (the job ends if this process is lost)";
+  } catch (const Error&) {
+    // Not this machine's address, or another process here serves it already.
+  }
+  rendezvous.store = std::make_unique<TcpStore>(host, port, rendezvous.secret, timeout);
+  return rendezvous;
+}
 
 ElasticJob::ElasticJob(Store& store, ElasticJobOptions options)
     : store_(store),

@@ -25,6 +25,20 @@
 
 namespace ringd::job {
 
+// An elastic job's rendezvous at "host:port": the store is served here when this process can bind
+// that address (the first process on `host`: the job ends if that one is lost, as torchrun's
+// c10d rendezvous), else joined. The job's identity (job/topology.h: RINGD_JOB_ID, the secret, ...)
+// is required, so that a process of another job can never join. Throws kInvalidArgument without
+// one, or for a malformed address.
+struct ElasticRendezvous {
+  std::unique_ptr<TcpStoreServer> server;  // this process serves the store
+  std::unique_ptr<TcpStore> store;
+  std::string job_id;
+  std::string secret;  // what the job authenticates with ("" = none, warned)
+};
+ElasticRendezvous open_elastic_rendezvous(const std::string& address,
+                                          std::chrono::milliseconds timeout);
+
 struct ElasticJobOptions {
   std::string job_id;  // every process of the job names the same (JobIdentity)
   rendezvous::ElasticBounds bounds;

@@ -1,5 +1,6 @@
 #include "ringd/job.h"
 
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "common/fork_guard.h"
+#include "common/tunables.h"
+#include "job/elastic_job.h"
 #include "job/job_context.h"
 #include "job/topology.h"
 #include "ringd/collectives.h"
@@ -55,6 +58,8 @@ struct Job::Impl {
   // parent's.
   const ForkOwner owner;
 };
+
+Job::Job(Formed) : impl_(std::make_unique<Impl>()) {}
 
 Job::Job(const JobOptions& options) : impl_(std::make_unique<Impl>()) {
   const job::Topology topology =
@@ -177,5 +182,54 @@ void Job::shutdown(const std::string& reason, bool failed) {
   impl_->connection.store.reset();
   impl_->connection.server.reset();
 }
+
+struct ElasticJob::Impl {
+  job::ElasticRendezvous rendezvous;
+  std::unique_ptr<job::ElasticJob> job;
+  EngineOptions engine;
+};
+
+ElasticJob::ElasticJob(const ElasticJobOptions& options) : impl_(std::make_unique<Impl>()) {
+  const std::chrono::milliseconds timeout =
+      options.timeout.count() > 0 ? options.timeout : tunables().timeout;
+  impl_->rendezvous = job::open_elastic_rendezvous(options.rendezvous, timeout);
+  job::ElasticJobOptions elastic;
+  elastic.job_id = impl_->rendezvous.job_id;
+  elastic.bounds.min_ranks = options.min_ranks;
+  elastic.bounds.max_ranks = options.max_ranks;
+  elastic.bounds.timeout = timeout;
+  elastic.bounds.settle =
+      std::chrono::milliseconds(std::llround(tunables().elastic_settle_s * 1000));
+  elastic.tcp.interface = options.interface;
+  elastic.tcp.port = static_cast<uint16_t>(options.tcp_port);
+  elastic.tcp.secret = impl_->rendezvous.secret;
+  elastic.tcp.timeout = timeout;
+  impl_->job = std::make_unique<job::ElasticJob>(*impl_->rendezvous.store, elastic);
+  impl_->engine = options.engine;
+}
+
+ElasticJob::~ElasticJob() = default;
+
+std::unique_ptr<Job> ElasticJob::form(int64_t step) {
+  job::ElasticGeneration generation = impl_->job->form(step);
+  std::unique_ptr<Job> formed(new Job(Job::Formed{}));
+  Context& ctx = *generation.ctx;
+  formed->impl_->connection.ctx = std::move(generation.ctx);
+  JobIdentity& identity = formed->impl_->identity;
+  identity.rank = ctx.rank();
+  identity.size = ctx.size();
+  identity.transport = ctx.transport_name();
+  identity.source = "elastic generation " + std::to_string(generation.membership.number);
+  identity.cross_rank = ctx.rank();
+  identity.cross_size = ctx.size();
+  formed->impl_->engine = std::make_unique<Engine>(ctx, impl_->engine);
+  return formed;
+}
+
+std::string ElasticJob::end(const std::string& reason) { return impl_->job->end(reason); }
+
+bool ElasticJob::newcomer_waiting() { return impl_->job->newcomer_waiting(); }
+
+int64_t ElasticJob::generation() const { return impl_->job->generation(); }
 
 }  // namespace ringd

@@ -69,6 +69,7 @@ from ringd.torch.functions import (
     broadcast_parameters,
 )
 from ringd.torch.optimizer import DistributedOptimizer
+from ringd.torch import elastic  # noqa: E402  (hvd.elastic.run, TorchState, ElasticSampler)
 
 import torch.distributed as _distributed  # noqa: E402
 
@@ -86,7 +87,7 @@ __all__ = [
     "grouped_allreduce_async_", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "allgather", "allgather_async", "reducescatter", "synchronize", "poll", "barrier",
     "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "allgather_object",
-    "DistributedOptimizer", "set_epoch",
+    "DistributedOptimizer", "set_epoch", "elastic",
     "RingdError", "InvalidArgumentError", "MismatchError", "DeadlockError", "PeerLostError",
     "RingdTimeoutError",
 ]
