@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -317,24 +316,9 @@ int run_inproc(const runners::TrainConfig& config, int ranks) {
 // (the first process there to bind the port), joined otherwise. The last generation's rank 0
 // reports.
 int run_elastic(const runners::TrainConfig& config) {
-  const std::chrono::milliseconds timeout =
-      config.timeout.count() > 0 ? config.timeout : tunables().timeout;
-  job::ElasticRendezvous rendezvous =
-      job::open_elastic_rendezvous(config.topology.rendezvous, timeout);
-  TcpStore& store = *rendezvous.store;
-  const std::string& secret = rendezvous.secret;
-  job::ElasticJobOptions options;
-  options.job_id = rendezvous.job_id;
-  options.bounds.min_ranks = config.min_ranks;
-  options.bounds.max_ranks = config.max_ranks;
-  options.bounds.timeout = timeout;
-  options.bounds.settle =
-      std::chrono::milliseconds(std::llround(tunables().elastic_settle_s * 1000));
-  options.tcp.interface = config.interface;
-  options.tcp.port = static_cast<uint16_t>(config.tcp_port);
-  options.tcp.secret = secret;
-  options.tcp.timeout = timeout;
-  job::ElasticJob elastic(store, options);
+  job::ElasticProcess process =
+      job::open_elastic_process(config.topology.rendezvous, config.min_ranks, config.max_ranks,
+                                config.timeout, config.interface, config.tcp_port);
   const runners::TrainData data = runners::load_train_data(config, /*with_test=*/true);
   runners::TrainHooks hooks;
   if (!config.params_out.empty()) {
@@ -342,7 +326,8 @@ int run_elastic(const runners::TrainConfig& config) {
       if (rank == 0) write_params(config.params_out, params);
     };
   }
-  const runners::TrainSummary summary = runners::run_elastic_train(elastic, config, data, hooks);
+  const runners::TrainSummary summary =
+      runners::run_elastic_train(*process.job, config, data, hooks);
   return summary.final_rank == 0 ? report(summary, config) : 0;
 }
 

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/host_name.h"
 #include "common/logging.h"
+#include "common/tunables.h"
 #include "job/topology.h"
 #include "net/handshake.h"
 #include "ringd/error.h"
@@ -98,6 +100,27 @@ std::string ElasticJob::end(const std::string& reason) {
 
 bool ElasticJob::newcomer_waiting() {
   return generation_ >= 0 && membership_.newcomer_waiting(generation_);
+}
+
+ElasticProcess open_elastic_process(const std::string& address, int min_ranks, int max_ranks,
+                                    std::chrono::milliseconds timeout, const std::string& interface,
+                                    int tcp_port) {
+  if (timeout.count() <= 0) timeout = tunables().timeout;
+  ElasticProcess process;
+  process.rendezvous = open_elastic_rendezvous(address, timeout);
+  ElasticJobOptions options;
+  options.job_id = process.rendezvous.job_id;
+  options.bounds.min_ranks = min_ranks;
+  options.bounds.max_ranks = max_ranks;
+  options.bounds.timeout = timeout;
+  options.bounds.settle =
+      std::chrono::milliseconds(std::llround(tunables().elastic_settle_s * 1000));
+  options.tcp.interface = interface;
+  options.tcp.port = static_cast<uint16_t>(tcp_port);
+  options.tcp.secret = process.rendezvous.secret;
+  options.tcp.timeout = timeout;
+  process.job = std::make_unique<ElasticJob>(*process.rendezvous.store, options);
+  return process;
 }
 
 }  // namespace ringd::job

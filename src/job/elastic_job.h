@@ -87,4 +87,15 @@ class ElasticJob {
   int64_t generation_ = -1;
 };
 
+// A process's part of the elastic job at `address`: the rendezvous (open_elastic_rendezvous) and
+// the ElasticJob over it, bounded by min/max ranks and `timeout` (0 = RINGD_TIMEOUT; the settle
+// time is RINGD_ELASTIC_SETTLE_S), connecting over `interface`/`tcp_port` with the job's secret.
+struct ElasticProcess {
+  ElasticRendezvous rendezvous;
+  std::unique_ptr<ElasticJob> job;  // over rendezvous.store: destroyed first
+};
+ElasticProcess open_elastic_process(const std::string& address, int min_ranks, int max_ranks,
+                                    std::chrono::milliseconds timeout, const std::string& interface,
+                                    int tcp_port);
+
 }  // namespace ringd::job

@@ -1,6 +1,5 @@
 #include "ringd/job.h"
 
-#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -11,7 +10,6 @@
 #include <vector>
 
 #include "common/fork_guard.h"
-#include "common/tunables.h"
 #include "job/elastic_job.h"
 #include "job/job_context.h"
 #include "job/topology.h"
@@ -184,34 +182,21 @@ void Job::shutdown(const std::string& reason, bool failed) {
 }
 
 struct ElasticJob::Impl {
-  job::ElasticRendezvous rendezvous;
-  std::unique_ptr<job::ElasticJob> job;
+  job::ElasticProcess process;
   EngineOptions engine;
 };
 
 ElasticJob::ElasticJob(const ElasticJobOptions& options) : impl_(std::make_unique<Impl>()) {
-  const std::chrono::milliseconds timeout =
-      options.timeout.count() > 0 ? options.timeout : tunables().timeout;
-  impl_->rendezvous = job::open_elastic_rendezvous(options.rendezvous, timeout);
-  job::ElasticJobOptions elastic;
-  elastic.job_id = impl_->rendezvous.job_id;
-  elastic.bounds.min_ranks = options.min_ranks;
-  elastic.bounds.max_ranks = options.max_ranks;
-  elastic.bounds.timeout = timeout;
-  elastic.bounds.settle =
-      std::chrono::milliseconds(std::llround(tunables().elastic_settle_s * 1000));
-  elastic.tcp.interface = options.interface;
-  elastic.tcp.port = static_cast<uint16_t>(options.tcp_port);
-  elastic.tcp.secret = impl_->rendezvous.secret;
-  elastic.tcp.timeout = timeout;
-  impl_->job = std::make_unique<job::ElasticJob>(*impl_->rendezvous.store, elastic);
+  impl_->process =
+      job::open_elastic_process(options.rendezvous, options.min_ranks, options.max_ranks,
+                                options.timeout, options.interface, options.tcp_port);
   impl_->engine = options.engine;
 }
 
 ElasticJob::~ElasticJob() = default;
 
 std::unique_ptr<Job> ElasticJob::form(int64_t step) {
-  job::ElasticGeneration generation = impl_->job->form(step);
+  job::ElasticGeneration generation = impl_->process.job->form(step);
   std::unique_ptr<Job> formed(new Job(Job::Formed{}));
   Context& ctx = *generation.ctx;
   formed->impl_->connection.ctx = std::move(generation.ctx);
@@ -226,10 +211,10 @@ std::unique_ptr<Job> ElasticJob::form(int64_t step) {
   return formed;
 }
 
-std::string ElasticJob::end(const std::string& reason) { return impl_->job->end(reason); }
+std::string ElasticJob::end(const std::string& reason) { return impl_->process.job->end(reason); }
 
-bool ElasticJob::newcomer_waiting() { return impl_->job->newcomer_waiting(); }
+bool ElasticJob::newcomer_waiting() { return impl_->process.job->newcomer_waiting(); }
 
-int64_t ElasticJob::generation() const { return impl_->job->generation(); }
+int64_t ElasticJob::generation() const { return impl_->process.job->generation(); }
 
 }  // namespace ringd

@@ -11,7 +11,6 @@ that does not split over every rank count.
 """
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -23,28 +22,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Failure, check  # noqa: E402
-from train_test import write_idx  # noqa: E402
+from train_test import write_dataset  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER_SH = os.path.join(REPO, "bench", "cluster.sh")
 TIMEOUT_S = 10
 EPOCHS = 8
 BATCH = 12  # x --max-ranks 4 = 48 per step: splits over 2, 3 and 4 ranks
-
-
-def write_dataset(directory):
-    """4x4 images, 4 classes from a fixed random linear teacher; a test set of 2000."""
-    rng = random.Random(39)
-    teacher = [[rng.uniform(-1, 1) for _ in range(16)] for _ in range(4)]
-    for split, rows in (("train", 1440), ("t10k", 2000)):
-        pixels, labels = [], []
-        for _ in range(rows):
-            image = [rng.randrange(256) for _ in range(16)]
-            scores = [sum(w * p for w, p in zip(row, image)) for row in teacher]
-            pixels += image
-            labels.append(scores.index(max(scores)))
-        write_idx(os.path.join(directory, f"{split}-images-idx3-ubyte"), [rows, 4, 4], pixels)
-        write_idx(os.path.join(directory, f"{split}-labels-idx1-ubyte"), [rows], labels)
 
 
 class ElasticProcesses:
@@ -300,7 +284,8 @@ def test(ringd, args):
     directory = tempfile.mkdtemp(prefix="ringd-elastic-")
     try:
         os.makedirs(os.path.join(directory, "data"))
-        write_dataset(os.path.join(directory, "data"))
+        # A test set of 2000: 0.5 points are 10 samples.
+        write_dataset(os.path.join(directory, "data"), train_rows=1440, test_rows=2000, seed=39)
         misuse(ringd, directory)
         reference = undisturbed(ringd, directory)
         lost_and_joined(ringd, directory, reference)

@@ -41,11 +41,11 @@ def write_idx(path, dims, data, compress=False):
         out.write(header + bytes(data))
 
 
-def write_dataset(directory):
+def write_dataset(directory, train_rows=1024, test_rows=200, seed=5):
     """4x4 images, 4 classes decided by a fixed random linear teacher."""
-    rng = random.Random(5)
+    rng = random.Random(seed)
     teacher = [[rng.uniform(-1, 1) for _ in range(16)] for _ in range(4)]
-    for split, rows in (("train", 1024), ("t10k", 200)):
+    for split, rows in (("train", train_rows), ("t10k", test_rows)):
         pixels, labels = [], []
         for _ in range(rows):
             image = [rng.randrange(256) for _ in range(16)]

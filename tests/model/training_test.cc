@@ -29,38 +29,14 @@
 #include "ringd/hierarchy.h"
 #include "runners/train_runner.h"
 #include "testing/ranks.h"
+#include "testing/teacher_data.h"
 
 namespace ringd::launcher {
 namespace {
 
 using testing::Transport;
 
-runners::TrainData synthetic_data(size_t rows) {
-  model::SplitMix64 random(2024);
-  std::vector<double> teacher(16 * 4);
-  for (double& w : teacher) w = random.uniform() - 0.5;
-  runners::TrainData data;
-  model::Dataset& train = data.train;
-  train.source = "synthetic";
-  train.rows = rows;
-  train.features = 16;
-  train.classes = 4;
-  for (size_t r = 0; r < rows; ++r) {
-    double best = -1e9;
-    int label = 0;
-    std::vector<uint8_t> pixels(16);
-    for (uint8_t& p : pixels) p = static_cast<uint8_t>(random.below(256));
-    for (int c = 0; c < 4; ++c) {
-      double score = 0;
-      for (int f = 0; f < 16; ++f) score += teacher[c * 16 + f] * pixels[f];
-      if (score > best) best = score, label = c;
-    }
-    train.pixels.insert(train.pixels.end(), pixels.begin(), pixels.end());
-    train.labels.push_back(label);
-  }
-  data.test = train;
-  return data;
-}
+runners::TrainData synthetic_data(size_t rows) { return testing::teacher_data(rows); }
 
 runners::TrainConfig base_config() {
   runners::TrainConfig config;

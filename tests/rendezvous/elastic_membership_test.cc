@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ringd/error.h"
+#include "testing/store_ref.h"
 
 namespace ringd::rendezvous {
 namespace {
@@ -62,23 +63,7 @@ std::vector<Generation> join_all(const std::function<std::unique_ptr<Store>()>& 
   return got;
 }
 
-class StoreRef : public Store {
- public:
-  explicit StoreRef(Store& inner) : inner_(inner) {}
-  void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    inner_.set(key, value);
-  }
-  bool add(const std::string& key, const std::vector<uint8_t>& value,
-           std::vector<uint8_t>* existing) override {
-    return inner_.add(key, value, existing);
-  }
-  std::vector<uint8_t> get(const std::string& key, milliseconds timeout) override {
-    return inner_.get(key, timeout);
-  }
-
- private:
-  Store& inner_;
-};
+using testing::StoreRef;
 
 // The checks every generation must pass: one number, ranks 0..n-1 each held once, everyone the
 // same list.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "ringd/error.h"
+#include "testing/store_ref.h"
 
 namespace ringd {
 namespace {
@@ -24,23 +25,7 @@ class StoreUnderTest {
   virtual std::unique_ptr<Store> client() = 0;
 };
 
-class StoreRef : public Store {
- public:
-  explicit StoreRef(Store& inner) : inner_(inner) {}
-  void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    inner_.set(key, value);
-  }
-  bool add(const std::string& key, const std::vector<uint8_t>& value,
-           std::vector<uint8_t>* existing) override {
-    return inner_.add(key, value, existing);
-  }
-  std::vector<uint8_t> get(const std::string& key, milliseconds timeout) override {
-    return inner_.get(key, timeout);
-  }
-
- private:
-  Store& inner_;
-};
+using testing::StoreRef;
 
 class MemoryUnderTest : public StoreUnderTest {
  public:

@@ -18,42 +18,16 @@
 #include <thread>
 #include <vector>
 
-#include "model/random.h"
 #include "ringd/error.h"
 #include "ringd/store.h"
+#include "testing/teacher_data.h"
 
 namespace ringd::runners {
 namespace {
 
 using std::chrono::milliseconds;
 
-// A teacher's labels on random pixels: 16 features, 4 classes.
-TrainData teacher_data(size_t train_rows, size_t test_rows) {
-  model::SplitMix64 random(2024);
-  std::vector<double> teacher(16 * 4);
-  for (double& w : teacher) w = random.uniform() - 0.5;
-  TrainData data;
-  for (model::Dataset* set : {&data.train, &data.test}) {
-    set->source = set == &data.train ? "teacher train" : "teacher test";
-    set->rows = set == &data.train ? train_rows : test_rows;
-    set->features = 16;
-    set->classes = 4;
-    for (size_t r = 0; r < set->rows; ++r) {
-      double best = -1e9;
-      int label = 0;
-      std::vector<uint8_t> pixels(16);
-      for (uint8_t& p : pixels) p = static_cast<uint8_t>(random.below(256));
-      for (int c = 0; c < 4; ++c) {
-        double score = 0;
-        for (int f = 0; f < 16; ++f) score += teacher[c * 16 + f] * pixels[f];
-        if (score > best) best = score, label = c;
-      }
-      set->pixels.insert(set->pixels.end(), pixels.begin(), pixels.end());
-      set->labels.push_back(label);
-    }
-  }
-  return data;
-}
+using testing::teacher_data;
 
 TrainConfig elastic_config() {
   TrainConfig config;
