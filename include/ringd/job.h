@@ -133,6 +133,9 @@ class ElasticJob {
   std::unique_ptr<Job> form(int64_t step);
   // Ends the generation formed last; the first reason recorded stays and is returned.
   std::string end(const std::string& reason);
+  // Ends the generation formed last and the job (training is done): a process that arrives later
+  // fails at once (kUnavailable) instead of starting a job of its own.
+  void finish(const std::string& reason);
   bool newcomer_waiting();
   int64_t generation() const;  // -1 before the first form()
 

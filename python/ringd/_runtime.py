@@ -21,7 +21,7 @@ import threading
 import warnings
 import weakref
 
-from ringd._core import ElasticJob, InvalidArgumentError, Job
+from ringd._core import ElasticJob, InvalidArgumentError, Job, RingdError
 
 # Reduction operators, as Horovod spells them (the values are ringd's op names).
 Average = "avg"
@@ -118,6 +118,17 @@ def reform(reason, step):
     with _lock:
         _job = formed
         _counters.clear()
+
+
+def finish_elastic(reason):
+    """Elastic jobs: the training is done; a process that arrives later is told so (it would
+    otherwise start a job of its own from nothing). Best effort: the process serving the store
+    may have ended already."""
+    if _elastic is not None:
+        try:
+            _elastic.finish(reason)
+        except RingdError:
+            pass
 
 
 def shutdown(reason=None, failed=False):

@@ -299,6 +299,13 @@ void bind_job(nb::module_& module) {
           },
           "reason"_a, "Ends the generation formed last; returns the first reason recorded.")
       .def(
+          "finish",
+          [](ElasticJob& self, const std::string& reason) {
+            nb::gil_scoped_release release;
+            self.finish(reason);
+          },
+          "reason"_a, "Ends the job: a process that arrives later is told it finished.")
+      .def(
           "newcomer_waiting",
           [](ElasticJob& self) {
             nb::gil_scoped_release release;

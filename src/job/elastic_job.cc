@@ -98,6 +98,13 @@ std::string ElasticJob::end(const std::string& reason) {
   return membership_.end(generation_, reason);
 }
 
+void ElasticJob::finish(const std::string& reason) {
+  RINGD_CHECK_ARG(generation_ >= 0, "elastic job " << options_.job_id
+                                                   << ": finish() before any generation was "
+                                                      "formed");
+  membership_.finish(generation_, reason);
+}
+
 bool ElasticJob::newcomer_waiting() {
   return generation_ >= 0 && membership_.newcomer_waiting(generation_);
 }

@@ -70,6 +70,10 @@ class ElasticJob {
   // have not noticed a loss yet find out through their own failing collectives.
   std::string end(const std::string& reason);
 
+  // Ends the generation formed last and the job (training is done): a process that arrives
+  // later fails at once with kUnavailable saying so.
+  void finish(const std::string& reason);
+
   // Whether a process waits to join (call at a step boundary: all ranks must agree to end the
   // generation, e.g. through a vote in the step's collectives).
   bool newcomer_waiting();

@@ -213,6 +213,8 @@ std::unique_ptr<Job> ElasticJob::form(int64_t step) {
 
 std::string ElasticJob::end(const std::string& reason) { return impl_->process.job->end(reason); }
 
+void ElasticJob::finish(const std::string& reason) { impl_->process.job->finish(reason); }
+
 bool ElasticJob::newcomer_waiting() { return impl_->process.job->newcomer_waiting(); }
 
 int64_t ElasticJob::generation() const { return impl_->process.job->generation(); }

@@ -68,6 +68,10 @@ ElasticMembership::ElasticMembership(Store& store, std::string job_id, ElasticBo
                                                  << bounds_.max_ranks << " (need 1 <= min <= max)");
 }
 
+std::string ElasticMembership::job_key(const std::string& name) const {
+  return "ringd/elastic/" + job_id_ + "/" + name;
+}
+
 std::string ElasticMembership::key(int64_t generation, const std::string& name) const {
   return "ringd/elastic/" + job_id_ + "/g/" + std::to_string(generation) + "/" + name;
 }
@@ -98,6 +102,22 @@ std::string ElasticMembership::end(int64_t generation, const std::string& reason
     return reason;
   }
   return to_string(existing);
+}
+
+void ElasticMembership::finish(int64_t generation, const std::string& reason) {
+  store_.add(job_key("finished"),
+             to_bytes("generation " + std::to_string(generation) + ": " + reason), nullptr);
+  end(generation, reason);
+}
+
+void ElasticMembership::check_not_finished() {
+  try {
+    const std::string how = to_string(store_.get(job_key("finished"), milliseconds(0)));
+    RINGD_THROW(kUnavailable, "elastic job " << job_id_ << " has finished training (" << how
+                                             << "): there is nothing to join");
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kTimeout) throw;
+  }
 }
 
 bool ElasticMembership::newcomer_waiting(int64_t generation) {
@@ -143,6 +163,7 @@ Generation ElasticMembership::join(const ElasticMember& self, int64_t from) {
                     std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
   };
   for (int64_t g = std::max<int64_t>(from, 0);; ++g) {
+    check_not_finished();
     // A generation that ended or closed takes no one: try the next.
     if (has(key(g, "ended")) || has(key(g, "members"))) continue;
     int slot = 0;
@@ -171,6 +192,7 @@ Generation ElasticMembership::join(const ElasticMember& self, int64_t from) {
       // No one else came for `settle`. The generation before runs still: wait for it to end
       // (its ranks end it at their next step boundary once they see this claim).
       const bool previous_runs = g > 0 && has(key(g - 1, "members")) && !has(key(g - 1, "ended"));
+      if (!previous_runs) check_not_finished();
       if (!previous_runs && claimed >= bounds_.min_ranks) {
         members = close(g, claimed);
         break;

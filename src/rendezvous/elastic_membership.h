@@ -14,6 +14,7 @@
 //              whichever claimant closes the generation (the first add wins, every claimant reads
 //              the same list). Rank 0 is a process that holds the newest step (then the lowest
 //              slot): the one the others take their state from.
+//   (and "ringd/elastic/<job id>/finished": the job is done; a process arriving later is told so)
 //   ended      why the generation ended ("rank 2 (pid 81 on node-2) lost at step 51", "a process
 //              waits to join"): the first reason stays. No process claims a slot in an ended or a
 //              closed generation.
@@ -79,6 +80,10 @@ class ElasticMembership {
   // Ends `generation` for `reason` (the first reason recorded stays; returns it).
   std::string end(int64_t generation, const std::string& reason);
 
+  // Ends `generation` and the job: every later join() throws kUnavailable ("has finished
+  // training: there is nothing to join") instead of starting a job of its own from nothing.
+  void finish(int64_t generation, const std::string& reason);
+
   // Why `generation` ended, or "" while it runs (does not wait).
   std::string ended(int64_t generation);
 
@@ -89,7 +94,9 @@ class ElasticMembership {
   const ElasticBounds& bounds() const { return bounds_; }
 
  private:
+  std::string job_key(const std::string& name) const;
   std::string key(int64_t generation, const std::string& name) const;
+  void check_not_finished();
   bool has(const std::string& key);
   std::vector<ElasticMember> close(int64_t generation, int claimed);
   std::vector<ElasticMember> members_of(int64_t generation);

@@ -278,7 +278,7 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
       generation.ctx.reset();
       try {
         // For the record only: the process serving the store may be gone already.
-        job.end("finished training after step " + std::to_string(applied));
+        job.finish("finished training after step " + std::to_string(applied));
       } catch (const Error&) {
       }
       summary.final_rank = rank;

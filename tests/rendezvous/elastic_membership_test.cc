@@ -233,6 +233,25 @@ TEST(ElasticMembershipTest, ConcurrentClaimantsOverTheTcpStoreAgreeOnEachList) {
   expect_one_generation(one, 1, 4);
 }
 
+TEST(ElasticMembershipTest, AProcessArrivingAfterTheJobFinishedIsToldSo) {
+  // Not a job of its own from nothing: the job's record says it is done.
+  MemoryStore store;
+  ElasticMembership membership(store, "job-h", bounds(1, 2));
+  const Generation g = membership.join(member("a", -1), 0);
+  membership.finish(g.number, "finished training after step 40");
+  EXPECT_EQ(membership.ended(g.number), "finished training after step 40");
+  try {
+    membership.join(member("late", -1), 0);
+    FAIL() << "joined a finished job";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+    EXPECT_NE(std::string(e.what()).find("has finished training (generation 0: finished training "
+                                         "after step 40): there is nothing to join"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ElasticMembershipTest, GenerationJobIdsDifferPerGenerationAndJob) {
   EXPECT_EQ(generation_job_id("job", 3), generation_job_id("job", 3));
   EXPECT_NE(generation_job_id("job", 3), generation_job_id("job", 4));

@@ -198,7 +198,9 @@ def run(func):
             if not skip_sync:
                 state.sync()
             try:
-                return func(state, *args, **kwargs)
+                result = func(state, *args, **kwargs)
+                _runtime.finish_elastic("the training function returned")
+                return result
             except HostsUpdatedInterrupt as interrupt:
                 skip_sync = interrupt.skip_sync
                 reason = "a process waits to join"
