@@ -4,6 +4,7 @@ and go on; a fifth process started later joins at the next commit and receives t
 epoch's samples are trained on, committed, exactly once across the processes (up to the sampler's
 padding), and every process ends with the same parameters."""
 import collections
+import pathlib
 import json
 import os
 import socket
@@ -88,3 +89,63 @@ def test_a_lost_process_and_a_newcomer(tmp_path):
         assert set(counts) == set(range(240)), f"epoch {epoch}: samples skipped"
         repeated = sum(c - 1 for c in counts.values())
         assert repeated <= 6, f"epoch {epoch}: {repeated} samples trained twice"
+
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "pytorch" / \
+    "elastic_fashion_mnist.py"
+FASHION_MNIST = pathlib.Path("/usr/share/datasets/fashion-mnist")
+
+
+@pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="no Fashion-MNIST (dataset-fashion-mnist)")
+def test_the_example_through_a_lost_process_and_a_newcomer(tmp_path):
+    # examples/pytorch/elastic_fashion_mnist.py on 3 processes (min 2, max 3): after the first
+    # epoch's line one is SIGKILLed, later a new one starts; the job ends at 3 ranks with every
+    # epoch reported once and the CNN trained.
+    port = free_port()
+    env = dict(os.environ, RINGD_ELASTIC_RENDEZVOUS=f"127.0.0.1:{port}",
+               RINGD_ELASTIC_MIN_RANKS="2", RINGD_ELASTIC_MAX_RANKS="3",
+               RINGD_JOB_ID="torch-elastic-example", RINGD_JOB_SECRET="ringd-python-tests",
+               RINGD_TIMEOUT="20", RINGD_IFACE="lo", OMP_NUM_THREADS="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    result = tmp_path / "result.json"
+    command = [sys.executable, str(EXAMPLE), "--epochs", "3", "--limit-train", "4800",
+               "--commit-every", "5", "--json", str(result)]
+    procs = []
+
+    def start(name):
+        log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed below
+        procs.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT),
+                      log, name))
+
+    def outputs():
+        return {name: (tmp_path / f"{name}.log").read_text() for _, _, name in procs}
+
+    try:
+        start("p0")
+        deadline = time.monotonic() + 60
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline, outputs()
+            time.sleep(0.05)
+        start("p1")
+        start("p2")
+        deadline = time.monotonic() + 240
+        while not any("epoch 1/3" in text for text in outputs().values()):
+            assert time.monotonic() < deadline and all(p.poll() is None for p, _, _ in procs), \
+                outputs()
+            time.sleep(0.1)
+        procs[2][0].kill()
+        procs[2][0].wait()
+        time.sleep(2)
+        start("p3")
+        codes = [p.wait(timeout=400) for p, _, _ in procs]
+    finally:
+        for p, log, _ in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            log.close()
+    assert codes == [0, 0, -9, 0], outputs()
+    summary = json.loads(result.read_text())
+    assert [e["epoch"] for e in summary["epochs"]] == [1, 2, 3], summary
+    assert summary["ranks"] == 3, summary
+    assert summary["epochs"][-1]["test_accuracy"] > 0.7, summary

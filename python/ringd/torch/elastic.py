@@ -195,9 +195,11 @@ def run(func):
             return func(state, *args, **kwargs)
         skip_sync = False
         while True:
-            if not skip_sync:
-                state.sync()
             try:
+                # A loss during the synchronisation itself is recovered from like any other (a
+                # broadcast cut short leaves a mix: restore() puts the last commit back).
+                if not skip_sync:
+                    state.sync()
                 result = func(state, *args, **kwargs)
                 _runtime.finish_elastic("the training function returned")
                 return result

@@ -161,7 +161,11 @@ class _DistributedOptimizer:
         except KeyboardInterrupt:
             raise
         except BaseException:
-            self._handles.clear()  # the job failed them all; nothing is left in flight
+            # The job failed them all; nothing is left in flight, and the next step (an elastic
+            # job's, after it re-formed) starts counting backward passes afresh.
+            self._handles.clear()
+            for p in self._requires_update:
+                self._delay[p] = self._backward_passes_per_step
             raise
         for p in self._requires_update:
             self._delay[p] = self._backward_passes_per_step
