@@ -41,8 +41,9 @@ need_root
 source "$E2E_DIR/report.sh"
 
 NS=ringd-e2e
-pytorch=1
+pytorch=1 tensorflow=1
 [[ ${RINGD_E2E_PYTORCH:-1} != 0 ]] || pytorch=0
+[[ ${RINGD_E2E_TENSORFLOW:-1} != 0 ]] || tensorflow=0
 t_start=$SECONDS
 work=$(mktemp -d /tmp/ringd-e2e.XXXXXX)
 # shellcheck disable=SC2317  # run by the trap
@@ -61,6 +62,7 @@ section "images"
 t0=$SECONDS
 image_args=()
 ((pytorch)) && image_args+=(--pytorch)
+((tensorflow)) && image_args+=(--tensorflow)
 out=$("$E2E_DIR/build_images.sh" "${image_args[@]}" 2>&1) || fail "building or running the images failed:
 $(tail -n 25 <<<"$out")"
 while read -r line; do note "${line#build_images: }"; done < <(grep '^build_images: ' <<<"$out")
@@ -79,21 +81,25 @@ use_podman_conf
 t0=$SECONDS
 images=(ringd:0.1.0-cpu)
 ((pytorch)) && images+=(ringd-pytorch:0.1.0)
+((tensorflow)) && images+=(ringd-tensorflow:0.1.0)
 for image in "${images[@]}"; do
   if ! podman save --format docker-archive "localhost/$image" | "$DOCKER" load >/dev/null ||
     ! "$DOCKER" tag "localhost/$image" "$image"; then
     fail "copying $image from podman into the cluster's dockerd failed"
   fi
 done
+# The node's copies of earlier runs' images, replaced now, go too (dangling only).
+"$DOCKER" image prune --force >/dev/null 2>&1 || note "docker image prune failed"
 note "images copied into the node's dockerd in $((SECONDS - t0)) s: ${images[*]}"
 
 # ---- 3. the manifests, applied ----------------------------------------------------------------
 cp -r "$REPO_ROOT/k8s" "$work/k8s"
 head -c 32 /dev/urandom | base64 >"$work/k8s/base/job-secret"
-make_e2e_overlay "$work/k8s" a cpu e2e-a- retention
-make_e2e_overlay "$work/k8s" b cpu e2e-b- retention
+make_e2e_overlay "$work/k8s" a cpu e2e-a- retention 20
+make_e2e_overlay "$work/k8s" b cpu e2e-b- retention 20
 make_e2e_overlay "$work/k8s" ps ps e2e-ps-
 make_e2e_overlay "$work/k8s" pt pytorch e2e-pt-
+make_e2e_overlay "$work/k8s" tf tensorflow e2e-tf-
 k create namespace "$NS" >/dev/null 2>&1 || true
 make_pvs 8
 
@@ -159,8 +165,12 @@ if ((pytorch)); then
   section "the pytorch overlay (examples/pytorch/fashion_mnist.py through ringd.torch, 4 pods)"
   run_job pt e2e-pt-ringd torch-summary 1500
 fi
+if ((tensorflow)); then
+  section "the tensorflow overlay (examples/tensorflow/keras_fashion_mnist.py through ringd.keras, 4 pods)"
+  run_job tf e2e-tf-ringd torch-summary 1500
+fi
 
 section "not run here"
 note "cpu-job (the Indexed Job form): needs Kubernetes 1.31 (success policy; pod failure policy 1.26,"
 note "  Indexed Jobs 1.24); v1.20 refuses it (above); validated offline against 1.32 (scripts/validate_k8s.sh)"
-pass "images built and run; cpu overlay x2 trained, a pod deleted and the job resumed bitwise; ps trained$( ((pytorch)) && echo "; pytorch trained"); $((SECONDS - t_start)) s"
+pass "images built and run; cpu overlay x2 trained, a pod deleted and the job resumed bitwise; ps trained$( ((pytorch)) && echo "; pytorch trained")$( ((tensorflow)) && echo "; tensorflow trained"); $((SECONDS - t_start)) s"

@@ -32,6 +32,7 @@ for arg in "$@"; do
   esac
 done
 need_root
+started_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 need_packages podman mmdebstrap runc ca-certificates
 use_podman_conf
 
@@ -100,6 +101,11 @@ if ((tensorflow)); then
   build localhost/ringd-tensorflow:0.1.0 examples/tensorflow/Dockerfile "${mounts[@]}" \
     RINGD_IMAGE=localhost/ringd:0.1.0-cpu CPU_BASE=$base
 fi
+# Each rebuild leaves the images it replaced untagged (the PyTorch one is 6 GB): they are
+# removed, and only those older than this run (its wheel stages stay, as the next build's cache).
+# Without this, a few runs filled this machine's disk (podman failed mid-commit).
+podman image prune --force --filter "until=$started_at" >/dev/null ||
+  say "podman image prune failed (the disk may fill with replaced images)"
 
 if ((smoke)); then
   run=(podman run --rm --network none --entrypoint)

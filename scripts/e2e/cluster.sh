@@ -180,6 +180,9 @@ up() {
   # The kubelet: dockershim on our dockerd, the cgroupfs driver, no QoS cgroup tree (this VM's
   # hybrid cgroups), no iptables chains, no swap check, the pods' DNS on the bridge; it listens on
   # the bridge address, where the API server reaches it for logs and exec (client cert checked).
+  # No image garbage collection: the images exist only in this node's dockerd (pull policy
+  # Never), and at the default 85% disk the kubelet deleted the TensorFlow image before its job
+  # ran (ErrImageNeverPull) on this shared machine's disk.
   mkdir -p "$E2E_STATE/kubelet"
   start kubelet "$K8S_BIN/kubelet" --kubeconfig "$KUBECONFIG_FILE" \
     --root-dir "$E2E_STATE/kubelet" --cert-dir "$E2E_STATE/kubelet/pki" \
@@ -193,6 +196,7 @@ up() {
     --fail-swap-on=false --cgroups-per-qos=false --enforce-node-allocatable "" \
     --make-iptables-util-chains=false --oom-score-adj 0 \
     --eviction-hard "memory.available<200Mi,nodefs.available<2%,imagefs.available<2%" \
+    --image-gc-high-threshold 100 --image-gc-low-threshold 99 \
     --serialize-image-pulls=false
   wait_for "the node" 120 kc wait --for=condition=Ready "node/$NODE" --timeout=1s
   # Workloads are admitted once the default ServiceAccount exists (the controller manager makes it).

@@ -18,10 +18,11 @@ fail() {
   exit 1
 }
 
-# make_e2e_overlay K8S_DIR NAME OVERLAY PREFIX [retention]: K8S_DIR/e2e/NAME, the bundled OVERLAY
-# with a name prefix and only what a one-node, 2-core v1.20 cluster needs (see e2e_k8s.sh).
+# make_e2e_overlay K8S_DIR NAME OVERLAY PREFIX [retention [THROTTLE_MS]]: K8S_DIR/e2e/NAME, the
+# bundled OVERLAY with a name prefix and only what a one-node, 2-core v1.20 cluster needs (see
+# e2e_k8s.sh); THROTTLE_MS: `ringd train --throttle-ms` appended to the command.
 make_e2e_overlay() {
-  local dir=$1/e2e/$2 overlay=$3 prefix=$4 retention=${5:-}
+  local dir=$1/e2e/$2 overlay=$3 prefix=$4 retention=${5:-} throttle=${6:-}
   mkdir -p "$dir"
   cat >"$dir/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
@@ -50,6 +51,23 @@ YAML
     patch: |-
       - op: remove
         path: /spec/persistentVolumeClaimRetentionPolicy
+YAML
+  fi
+  # The lost-pod check deletes a pod after the first checkpoint: 468 steps at full speed can end
+  # before the pod's SIGTERM arrives (it did once, in 2.6 s), so those jobs sleep after each step
+  # (ringd train --throttle-ms: the numbers are unchanged).
+  if [[ -n $throttle ]]; then
+    cat >>"$dir/kustomization.yaml" <<YAML
+  - target:
+      kind: StatefulSet
+      name: ringd
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: "--throttle-ms"
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: "$throttle"
 YAML
   fi
 }

@@ -8,8 +8,9 @@
     records CoreDNS would serve, and signals dnsmasq only when they change;
   * runc_clamp.sh raises a negative oomScoreAdj to 0 in the bundle and leaves others alone;
   * make_e2e_overlay (report.sh): the e2e jobs' rendering differs from the bundled overlay's only
-    by the names' prefix, imagePullPolicy, the resources and (cpu) the retention policy (no
-    offline schema for v1.20 exists: the suite's server-side dry run is that check).
+    by the names' prefix, imagePullPolicy, the resources, (cpu) the retention policy and the
+    lost-pod jobs' --throttle-ms (no offline schema for v1.20 exists: the suite's server-side dry
+    run is that check).
 
   e2e_scripts_test.py REPO_ROOT
 """
@@ -191,11 +192,13 @@ def test_overlays(work):
     with open(os.path.join(tree, "base", "job-secret"), "w") as f:
         f.write("e2e-scripts-test-placeholder\n")
     script = (f"source {E2E}/lib.sh; source {E2E}/report.sh; "
-              f"make_e2e_overlay {tree} a cpu e2e-a- retention; make_e2e_overlay {tree} ps ps e2e-ps-; "
-              f"make_e2e_overlay {tree} pt pytorch e2e-pt-")
+              f"make_e2e_overlay {tree} a cpu e2e-a- retention 20; "
+              f"make_e2e_overlay {tree} ps ps e2e-ps-; make_e2e_overlay {tree} pt pytorch e2e-pt-; "
+              f"make_e2e_overlay {tree} tf tensorflow e2e-tf-")
     subprocess.run(["bash", "-c", script], check=True)
     py = os.path.join(venv, "python")
-    for name, overlay in (("a", "cpu"), ("ps", "ps"), ("pt", "pytorch")):
+    for name, overlay, throttle in (("a", "cpu", "20"), ("ps", "ps", ""), ("pt", "pytorch", ""),
+                                    ("tf", "tensorflow", "")):
         e2e = subprocess.run([os.path.join(venv, "kubectl"), "kustomize",
                               os.path.join(tree, "e2e", name)], capture_output=True, text=True)
         bundled = subprocess.run([os.path.join(venv, "kubectl"), "kustomize",
@@ -206,8 +209,8 @@ def test_overlays(work):
         if e2e.returncode:
             continue
         # Compare in the venv's python (it has PyYAML).
-        compare = subprocess.run([py, "-c", COMPARE, e2e.stdout, bundled.stdout, f"e2e-{name}-"],
-                                 capture_output=True, text=True)
+        compare = subprocess.run([py, "-c", COMPARE, e2e.stdout, bundled.stdout, f"e2e-{name}-",
+                                  throttle], capture_output=True, text=True)
         check(compare.returncode == 0,
               f"the e2e {overlay} overlay changes only what it says: {compare.stdout}{compare.stderr}")
 
@@ -229,6 +232,9 @@ for d in e2e:
         c = d["spec"]["template"]["spec"]["containers"][0]
         assert c.pop("imagePullPolicy") == "Never", "imagePullPolicy"
         assert c.pop("resources")["requests"]["cpu"] == "100m", "resources"
+        if sys.argv[4]:  # the lost-pod jobs' --throttle-ms, at the end of the command
+            assert c["args"][-2:] == ["--throttle-ms", sys.argv[4]], c["args"][-2:]
+            del c["args"][-2:]
         seen += 1
 for d in bundled:
     if d["kind"] == "StatefulSet":
