@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import harness
@@ -23,7 +22,7 @@ def test(ringd, args):
         print("SKIP: ringd was built without MPI: no mpi transport to test")
         sys.exit(harness.SKIP)
     ranks, victim = 4, 1
-    directory = tempfile.mkdtemp(prefix="ringd-fault-mpi-")
+    directory = harness.work_dir("ringd-fault-mpi-")
     # Each rank records its pid so the test can kill exactly rank 1.
     wrapper = ["bash", "-c", f'echo $$ > {directory}/pid.$OMPI_COMM_WORLD_RANK; exec "$@"', "ringd"]
     command = harness.mpirun(ranks, [*wrapper, ringd, "bench", "allreduce", "--transport", "mpi",

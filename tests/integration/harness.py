@@ -4,6 +4,7 @@ Every test script takes the path of the built `ringd` binary as its first argume
 on success, 1 on failure and 77 (ctest's SKIP_RETURN_CODE) with a printed reason when a
 prerequisite is missing.
 """
+import atexit
 import json
 import os
 import re
@@ -54,6 +55,13 @@ def require_mpirun():
     if shutil.which("mpirun") is None:
         print("SKIP: mpirun is not installed (Open MPI); the mpirun tests cannot run", flush=True)
         sys.exit(SKIP)
+
+
+def work_dir(prefix):
+    """A fresh directory under $TMPDIR, removed when the test process exits."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, directory, True)
+    return directory
 
 
 def free_port():
@@ -135,7 +143,7 @@ class Job:
 
     def __init__(self, ringd, size, args, env_per_rank=None, port=None, extra_per_rank=None):
         self.port = port or free_port()
-        self.directory = tempfile.mkdtemp(prefix="ringd-it-")
+        self.directory = work_dir("ringd-it-")
         self.processes = []
         for rank in range(size):
             command = [ringd, *args, "--rank", str(rank), "--size", str(size),

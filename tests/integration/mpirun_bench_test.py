@@ -7,7 +7,6 @@ JSON lines carry exactly the documented keys. The tcp transport bootstraps throu
 usage: mpirun_bench_test.py RINGD TRANSPORT HAVE_MPI"""
 import os
 import sys
-import tempfile
 
 import harness
 from harness import check
@@ -19,7 +18,7 @@ def test(ringd, args):
     if not have_mpi and transport == "mpi":
         print("SKIP: ringd was built without MPI: no mpi transport to test")
         sys.exit(harness.SKIP)
-    json_dir = tempfile.mkdtemp(prefix="ringd-json-")
+    json_dir = harness.work_dir("ringd-json-")
     common = ["--transport", transport, "--check", "--iters", "3", "--warmup", "1",
               "--timeout", "60"]
     # (ranks, collective, min, max, factor, extra flags)

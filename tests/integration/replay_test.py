@@ -9,7 +9,6 @@ usage: replay_test.py RINGD HAVE_MPI"""
 import json
 import shutil
 import os
-import tempfile
 
 import harness
 from harness import check
@@ -42,7 +41,7 @@ def check_run(label, code, stdout, stderr, json_path, ranks, transport):
 
 def test(ringd, args):
     have_mpi = args[0] == "1"
-    directory = tempfile.mkdtemp(prefix="ringd-replay-")
+    directory = harness.work_dir("ringd-replay-")
     sizes = [(i % 7) * 5000 + 3 for i in range(40)]
     profile = write_profile(directory, "small", sizes)
     common = ["bench", "replay", "--profile", profile, "--compute-ms", "5", "--steps", "2",

@@ -11,7 +11,7 @@ def test(ringd, args):
     for ranks, high in [(2, 4 << 20), (3, 4 << 20), (4, 16 << 20), (8, 1 << 20)]:
         label = f"standalone tcp np={ranks}"
         low, factor = 4, 8
-        json_path = os.path.join(harness.tempfile.mkdtemp(prefix="ringd-json-"), "out.jsonl")
+        json_path = os.path.join(harness.work_dir("ringd-json-"), "out.jsonl")
         job = harness.Job(ringd, ranks, ["bench", "allreduce", "--check", "-b", str(low), "-e",
                                          str(high), "-f", str(factor), "--iters", "3", "--warmup",
                                          "1", "--timeout", "60", "--json", json_path])

@@ -61,7 +61,7 @@ def wait_listening(port, timeout=20):
 
 def stray(ringd):
     port = harness.free_port()
-    directory = harness.tempfile.mkdtemp(prefix="ringd-stray-")
+    directory = harness.work_dir("ringd-stray-")
     processes = {"rank0": start(ringd, 0, 4, port, directory, "rank0")}
     wait_listening(port)
     processes["stray"] = start(ringd, 1, 4, port, directory, "stray")
@@ -86,7 +86,7 @@ def stray(ringd):
 
 def flood(ringd):
     port = harness.free_port()
-    directory = harness.tempfile.mkdtemp(prefix="ringd-flood-")
+    directory = harness.work_dir("ringd-flood-")
     rank0 = start(ringd, 0, 4, port, directory, "rank0")
     wait_listening(port)
     sockets = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
@@ -125,7 +125,7 @@ def flood(ringd):
 
 def stranger(ringd):
     port = harness.free_port()
-    directory = harness.tempfile.mkdtemp(prefix="ringd-stranger-")
+    directory = harness.work_dir("ringd-stranger-")
     job_a = harness.environment(RINGD_JOB_ID="job-a")
     processes = {"rank0": start(ringd, 0, 4, port, directory, "rank0", job_a)}
     wait_listening(port)
