@@ -16,7 +16,6 @@ namespace ringd::job {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 
 // Errors after which the next generation may connect: a member that died or was cut off between
 // the close and the connection. Others (a wrong secret, a bad option) would fail again.
@@ -75,8 +74,7 @@ ElasticGeneration ElasticJob::form(int64_t step) {
     TcpOptions tcp = options_.tcp;
     tcp.job_id = rendezvous::generation_job_id(options_.job_id, g);
     tcp.job_source = "elastic job " + options_.job_id + ", generation " + std::to_string(g);
-    PrefixStore keys("ringd/elastic/" + options_.job_id + "/g/" + std::to_string(g) + "/tcp",
-                     store_);
+    PrefixStore keys(rendezvous::generation_key_prefix(options_.job_id, g) + "/tcp", store_);
     try {
       formed.ctx = tcp_connect(keys, formed.rank(), formed.size(), tcp);
       return formed;

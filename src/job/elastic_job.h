@@ -81,7 +81,6 @@ class ElasticJob {
   const rendezvous::ElasticBounds& bounds() const { return options_.bounds; }
   // The generation formed last (-1 before the first form()).
   int64_t generation() const { return generation_; }
-  const std::string& member_id() const { return self_.id; }
 
  private:
   Store& store_;

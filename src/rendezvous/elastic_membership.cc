@@ -1,6 +1,7 @@
 #include "rendezvous/elastic_membership.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "common/sha256.h"
@@ -13,6 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// Every key of the job's elastic membership.
+std::string job_prefix(const std::string& job_id) { return "ringd/elastic/" + job_id; }
 
 std::string record(const ElasticMember& member) {
   return member.id + " " + std::to_string(member.step) + " " + member.who;
@@ -53,6 +57,10 @@ std::string describe(const std::vector<ElasticMember>& members) {
 
 std::string new_member_id() { return net::random_hex(8); }
 
+std::string generation_key_prefix(const std::string& job_id, int64_t generation) {
+  return job_prefix(job_id) + "/g/" + std::to_string(generation);
+}
+
 std::string generation_job_id(const std::string& job_id, int64_t generation) {
   const std::string text = "ringd elastic " + job_id + " generation " + std::to_string(generation);
   const Sha256Digest digest = sha256(text.data(), text.size());
@@ -69,30 +77,26 @@ ElasticMembership::ElasticMembership(Store& store, std::string job_id, ElasticBo
 }
 
 std::string ElasticMembership::job_key(const std::string& name) const {
-  return "ringd/elastic/" + job_id_ + "/" + name;
+  return job_prefix(job_id_) + "/" + name;
 }
 
 std::string ElasticMembership::key(int64_t generation, const std::string& name) const {
-  return "ringd/elastic/" + job_id_ + "/g/" + std::to_string(generation) + "/" + name;
+  return generation_key_prefix(job_id_, generation) + "/" + name;
 }
 
-bool ElasticMembership::has(const std::string& key) {
+std::optional<std::string> ElasticMembership::peek(const std::string& key) {
   try {
-    store_.get(key, milliseconds(0));
-    return true;
+    return to_string(store_.get(key, milliseconds(0)));
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kTimeout) throw;
-    return false;
+    return std::nullopt;
   }
 }
+
+bool ElasticMembership::has(const std::string& key) { return peek(key).has_value(); }
 
 std::string ElasticMembership::ended(int64_t generation) {
-  try {
-    return to_string(store_.get(key(generation, "ended"), milliseconds(0)));
-  } catch (const Error& error) {
-    if (error.code() != ErrorCode::kTimeout) throw;
-    return "";
-  }
+  return peek(key(generation, "ended")).value_or("");
 }
 
 std::string ElasticMembership::end(int64_t generation, const std::string& reason) {
@@ -111,12 +115,9 @@ void ElasticMembership::finish(int64_t generation, const std::string& reason) {
 }
 
 void ElasticMembership::check_not_finished() {
-  try {
-    const std::string how = to_string(store_.get(job_key("finished"), milliseconds(0)));
-    RINGD_THROW(kUnavailable, "elastic job " << job_id_ << " has finished training (" << how
+  if (const std::optional<std::string> how = peek(job_key("finished"))) {
+    RINGD_THROW(kUnavailable, "elastic job " << job_id_ << " has finished training (" << *how
                                              << "): there is nothing to join");
-  } catch (const Error& error) {
-    if (error.code() != ErrorCode::kTimeout) throw;
   }
 }
 
@@ -127,16 +128,16 @@ bool ElasticMembership::newcomer_waiting(int64_t generation) {
 // Closes `generation` with slots 0..claimed-1 (unless another claimant closed it first) and
 // returns the list every claimant reads.
 std::vector<ElasticMember> ElasticMembership::close(int64_t generation, int claimed) {
-  std::vector<std::pair<int, ElasticMember>> slots;
+  std::vector<ElasticMember> slots;  // in slot order
   for (int i = 0; i < claimed; ++i) {
     const std::string slot_key = key(generation, "slot/" + std::to_string(i));
-    slots.emplace_back(i, parse_record(to_string(store_.get(slot_key, bounds_.timeout)), slot_key));
+    slots.push_back(parse_record(to_string(store_.get(slot_key, bounds_.timeout)), slot_key));
   }
   // Rank 0 holds the newest state; then slot order.
   std::stable_sort(slots.begin(), slots.end(),
-                   [](const auto& a, const auto& b) { return a.second.step > b.second.step; });
+                   [](const ElasticMember& a, const ElasticMember& b) { return a.step > b.step; });
   std::string list;
-  for (const auto& [slot, member] : slots) list += record(member) + "\n";
+  for (const ElasticMember& member : slots) list += record(member) + "\n";
   store_.add(key(generation, "members"), to_bytes(list), nullptr);
   return members_of(generation);
 }

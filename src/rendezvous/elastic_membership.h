@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct Generation {
 
 // 16 random hex digits.
 std::string new_member_id();
+
+// Where generation `generation`'s keys live: "ringd/elastic/<job id>/g/<G>" (its transport's under
+// "<that>/tcp").
+std::string generation_key_prefix(const std::string& job_id, int64_t generation);
 
 // A generation's transport job id (32 hex digits): the job's id and the generation, hashed; the
 // same on every member, another for every other generation or job.
@@ -97,6 +102,7 @@ class ElasticMembership {
   std::string job_key(const std::string& name) const;
   std::string key(int64_t generation, const std::string& name) const;
   void check_not_finished();
+  std::optional<std::string> peek(const std::string& key);  // the value, if the key exists now
   bool has(const std::string& key);
   std::vector<ElasticMember> close(int64_t generation, int claimed);
   std::vector<ElasticMember> members_of(int64_t generation);
