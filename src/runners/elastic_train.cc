@@ -10,8 +10,6 @@
 #include <thread>
 
 #include "common/logging.h"
-#include "common/sha256.h"
-#include "common/text.h"
 #include "model/allreduce_sync.h"
 #include "model/dataset.h"
 #include "model/gemm.h"
@@ -20,6 +18,7 @@
 #include "ringd/engine.h"
 #include "ringd/error.h"
 #include "runners/train_evaluation.h"
+#include "runners/train_report.h"
 
 namespace ringd::runners {
 namespace {
@@ -40,21 +39,14 @@ std::string members_text(const rendezvous::Generation& g) {
   return text;
 }
 
-std::string params_digest(const std::vector<model::ParameterView>& params) {
-  Sha256 sha;
-  for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
-  const Sha256Digest digest = sha.finish();
-  return hex(digest.data(), digest.size());
-}
-
-// The state a generation starts from: rank 0's step count, parameters and momentum, received
-// into copies first so that a broadcast cut short by another loss leaves this process's own
-// state whole.
-void take_state_from_rank_zero(Context& ctx, int64_t* applied,
+// The state a generation starts from: rank 0's step and update counts, parameters and momentum,
+// received into copies first so that a broadcast cut short by another loss leaves this process's
+// own state whole.
+void take_state_from_rank_zero(Context& ctx, int64_t* applied, int64_t* updates,
                                const std::vector<model::ParameterView>& params,
                                std::vector<std::vector<float>>* momentum) {
-  int64_t step = *applied;
-  broadcast(ctx, &step, 1, DataType::kInt64, 0);
+  int64_t counts[2] = {*applied, *updates};
+  broadcast(ctx, counts, 2, DataType::kInt64, 0);
   if (ctx.rank() == 0) {
     for (size_t i = 0; i < params.size(); ++i) {
       broadcast(ctx, params[i].value, params[i].count, DataType::kFloat32, 0);
@@ -73,7 +65,8 @@ void take_state_from_rank_zero(Context& ctx, int64_t* applied,
     std::memcpy(params[i].value, values[i].data(), values[i].size() * sizeof(float));
   }
   *momentum = std::move(velocities);
-  *applied = step;
+  *applied = counts[0];
+  *updates = counts[1];
 }
 
 }  // namespace
@@ -148,7 +141,10 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
   std::vector<std::vector<float>> momentum(params.size());
   for (size_t i = 0; i < params.size(); ++i) momentum[i].assign(params[i].count, 0.0f);
   bool holds_state = false;  // a newcomer holds none until its first generation's broadcast
-  int64_t applied = 0;       // updates in this process's parameters: the next step to run
+  int64_t applied = 0;       // the steps whose update these parameters hold: the next one to run
+  // The updates these parameters went through, counted one by one and moved with them: every
+  // step's exactly once when it ends equal to `applied` (TrainSummary::steps_applied).
+  int64_t updates = 0;
   std::vector<uint32_t> order;
   int64_t order_epoch = -1;
   std::vector<float> inputs;
@@ -168,7 +164,7 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
     std::unique_ptr<model::AllreduceSync> sync;
     std::string end_reason;  // "" once every step is done
     try {
-      take_state_from_rank_zero(ctx, &applied, params, &momentum);
+      take_state_from_rank_zero(ctx, &applied, &updates, params, &momentum);
       holds_state = true;
       if (rank == 0) {
         char since[96] = "";
@@ -218,6 +214,7 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
         mlp.backward([&](size_t index) { sync->gradient_ready(index, info); });
         sync->finish_step(info);
         applied = step + 1;
+        ++updates;
         summary.last_loss = result.loss;
         if (hooks.after_step) hooks.after_step(rank, step, params);
         if (config.throttle_ms > 0) {
@@ -258,9 +255,8 @@ TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
     }
     if (end_reason.empty()) {
       summary.ranks = size;
-      summary.ranks_at_end = size;
       summary.steps = applied;
-      summary.steps_applied = applied;
+      summary.steps_applied = updates;
       summary.train_seconds = std::chrono::duration<double>(Clock::now() - started).count();
       summary.blocked_seconds = blocked_seconds;
       summary.comm_share = summary.train_seconds > 0 ? blocked_seconds / summary.train_seconds : 0;

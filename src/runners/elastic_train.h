@@ -33,9 +33,9 @@ namespace ringd::runners {
 void check_elastic_config(const TrainConfig& config, const rendezvous::ElasticBounds& bounds);
 
 // Runs this process's part of the elastic job until every step is done; the summary of the last
-// generation's rank 0 is the one to print (TrainSummary::generations, ranks_at_end,
-// steps_applied). Every process needs the test set (any of them may end as rank 0). Errors other
-// than a lost rank (and a generation that cannot form in time) are rethrown.
+// generation's rank 0 is the one to print (TrainSummary::generations, steps_applied; ranks: the
+// last generation's). Every process needs the test set (any of them may end as rank 0). Errors
+// other than a lost rank (and a generation that cannot form in time) are rethrown.
 TrainSummary run_elastic_train(job::ElasticJob& job, const TrainConfig& config,
                                const TrainData& data, const TrainHooks& hooks = {});
 

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
+#include "common/text.h"
+
 namespace ringd::runners {
 
 std::string format_duration(double seconds) {
@@ -87,8 +90,8 @@ std::string format_train_summary(const TrainSummary& s) {
   if (s.generations > 0) {
     std::snprintf(line, sizeof(line),
                   "elastic: %lld generation%s, %d ranks at the end, %lld updates applied\n",
-                  static_cast<long long>(s.generations), s.generations == 1 ? "" : "s",
-                  s.ranks_at_end, static_cast<long long>(s.steps_applied));
+                  static_cast<long long>(s.generations), s.generations == 1 ? "" : "s", s.ranks,
+                  static_cast<long long>(s.steps_applied));
     text += line;
   }
   if (s.stopped_by_signal != 0) {
@@ -99,6 +102,13 @@ std::string format_train_summary(const TrainSummary& s) {
     text += line;
   }
   return text;
+}
+
+std::string params_digest(const std::vector<model::ParameterView>& params) {
+  Sha256 sha;
+  for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
+  const Sha256Digest digest = sha.finish();
+  return hex(digest.data(), digest.size());
 }
 
 std::string format_train_json(const TrainSummary& s) {
@@ -140,7 +150,7 @@ std::string format_train_json(const TrainSummary& s) {
   };
   if (s.generations > 0) {
     json["generations"] = s.generations;
-    json["ranks_at_end"] = s.ranks_at_end;
+    json["ranks_at_end"] = s.ranks;
     json["steps_applied"] = s.steps_applied;
   }
   return json.dump();

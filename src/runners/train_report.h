@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "runners/train_runner.h"
@@ -71,6 +72,9 @@ std::string format_duration(double seconds);
 
 // The closing lines (rank 0).
 std::string format_train_summary(const TrainSummary& summary);
+
+// TrainSummary::params_sha256: SHA-256 (hex) of every parameter's bytes, registration order.
+std::string params_digest(const std::vector<model::ParameterView>& params);
 // One JSON object (the --json file).
 std::string format_train_json(const TrainSummary& summary);
 

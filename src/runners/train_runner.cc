@@ -12,8 +12,6 @@
 #include <thread>
 
 #include "common/logging.h"
-#include "common/sha256.h"
-#include "common/text.h"
 #include "common/tunables.h"
 #include "model/allreduce_sync.h"
 #include "model/checkpoint.h"
@@ -21,6 +19,7 @@
 #include "runners/train_checkpoints.h"
 #include "runners/train_evaluation.h"
 #include "runners/train_progress.h"
+#include "runners/train_report.h"
 #include "runners/train_step.h"
 
 namespace ringd::runners {
@@ -30,13 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string params_digest(const std::vector<model::ParameterView>& params) {
-  Sha256 sha;
-  for (const model::ParameterView& p : params) sha.update(p.value, p.count * sizeof(float));
-  const Sha256Digest digest = sha.finish();
-  return hex(digest.data(), digest.size());
 }
 
 std::string signal_name(int number) {

@@ -76,11 +76,10 @@ struct TrainSummary {
   // Non-zero: the run stopped early, after `steps`, because a rank asked to (TrainHooks::
   // stop_requested); the number is this rank's signal, or SIGTERM's where another rank asked.
   int stopped_by_signal = 0;
-  // --elastic (runners/elastic_train.h): how many generations this process trained in, the ranks
-  // of the last one and this process's rank there (its rank 0's summary is the job's), and the
-  // updates in the final parameters (every step's exactly once: `steps`).
+  // --elastic (runners/elastic_train.h): how many generations this process trained in and its
+  // rank in the last one (whose rank 0's summary is the job's; `ranks` is that generation's), and
+  // the updates the final parameters went through (every step's exactly once: `steps`).
   int64_t generations = 0;
-  int ranks_at_end = 0;
   int final_rank = 0;
   int64_t steps_applied = 0;
 };

@@ -98,7 +98,7 @@ TEST(ElasticTrainTest, ALostRankAndANewcomerCostNoStepAndNoAccuracy) {
     for (const Process& p : processes) {
       ASSERT_EQ(p.error, "");
       EXPECT_EQ(p.summary.generations, 1);
-      EXPECT_EQ(p.summary.ranks_at_end, 4);
+      EXPECT_EQ(p.summary.ranks, 4);
       EXPECT_EQ(p.summary.steps_applied, 150);
       EXPECT_EQ(p.summary.params_sha256, processes[0].summary.params_sha256);
       if (p.summary.final_rank == 0) undisturbed_accuracy = p.summary.test_accuracy;
@@ -151,7 +151,7 @@ TEST(ElasticTrainTest, ALostRankAndANewcomerCostNoStepAndNoAccuracy) {
       EXPECT_EQ(p.steps.back(), 30);
       continue;
     }
-    EXPECT_EQ(p.summary.ranks_at_end, 4);
+    EXPECT_EQ(p.summary.ranks, 4);
     EXPECT_EQ(p.summary.steps_applied, 150) << "an update lost or repeated";
     EXPECT_EQ(p.summary.steps, 150);
     EXPECT_EQ(p.summary.generations, i == 4 ? 1 : 3) << "4 ranks, then 3, then 4 again";
