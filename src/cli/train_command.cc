@@ -17,13 +17,12 @@
 #include "cli/stop_signal.h"
 #include "common/logging.h"
 #include "common/tunables.h"
+#include "job/elastic_job.h"
 #include "job/job_context.h"
 #include "model/gemm.h"
 #include "model/mlp.h"
-#include "net/handshake.h"
 #include "ringd/error.h"
 #include "ringd/inproc.h"
-#include "ringd/store.h"
 #include "runners/elastic_train.h"
 #include "runners/train_report.h"
 #include "runners/train_runner.h"
@@ -288,13 +287,19 @@ int report(const runners::TrainSummary& summary, const runners::TrainConfig& con
   return exit_code_of(summary);
 }
 
-runners::TrainHooks rank0_hooks(const runners::TrainConfig& config) {
+// --params-out: rank 0 writes the final parameters.
+runners::TrainHooks params_out_hooks(const runners::TrainConfig& config) {
   runners::TrainHooks hooks;
   if (!config.params_out.empty()) {
     hooks.at_end = [&config](int rank, const std::vector<model::ParameterView>& params) {
       if (rank == 0) write_params(config.params_out, params);
     };
   }
+  return hooks;
+}
+
+runners::TrainHooks rank0_hooks(const runners::TrainConfig& config) {
+  runners::TrainHooks hooks = params_out_hooks(config);
   hooks.stop_requested = [](int) { return stop_signal_received(); };
   return hooks;
 }
@@ -320,14 +325,8 @@ int run_elastic(const runners::TrainConfig& config) {
       job::open_elastic_process(config.topology.rendezvous, config.min_ranks, config.max_ranks,
                                 config.timeout, config.interface, config.tcp_port);
   const runners::TrainData data = runners::load_train_data(config, /*with_test=*/true);
-  runners::TrainHooks hooks;
-  if (!config.params_out.empty()) {
-    hooks.at_end = [&config](int rank, const std::vector<model::ParameterView>& params) {
-      if (rank == 0) write_params(config.params_out, params);
-    };
-  }
   const runners::TrainSummary summary =
-      runners::run_elastic_train(*process.job, config, data, hooks);
+      runners::run_elastic_train(*process.job, config, data, params_out_hooks(config));
   return summary.final_rank == 0 ? report(summary, config) : 0;
 }
 
