@@ -173,21 +173,25 @@ class PyJob {
                     // down)
 };
 
-JobOptions job_options(int rank, int size, std::string rendezvous, std::string transport,
-                       double timeout_s, std::string interface) {
+// timeout_s=, seconds (0: RINGD_TIMEOUT), as a duration; `what` names the caller in the error.
+std::chrono::milliseconds timeout_option(const char* what, double timeout_s) {
   if (!std::isfinite(timeout_s) || timeout_s < 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                "ringd.Job: timeout_s=" + std::to_string(timeout_s) +
+                std::string(what) + ": timeout_s=" + std::to_string(timeout_s) +
                     " is not a duration; pass seconds >= 0 (0: RINGD_TIMEOUT)");
   }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_s * 1000.0)));
+}
+
+JobOptions job_options(int rank, int size, std::string rendezvous, std::string transport,
+                       double timeout_s, std::string interface) {
   JobOptions options;
   options.rank = rank;
   options.size = size;
   options.rendezvous = std::move(rendezvous);
   options.transport = std::move(transport);
   options.interface = std::move(interface);
-  const auto timeout_ms = static_cast<int64_t>(std::ceil(timeout_s * 1000.0));
-  options.timeout = std::chrono::milliseconds(timeout_ms);
+  options.timeout = timeout_option("ringd.Job", timeout_s);
   return options;
 }
 
@@ -266,12 +270,11 @@ void bind_job(nb::module_& module) {
           "__init__",
           [](ElasticJob* self, std::string rendezvous, int min_ranks, int max_ranks,
              double timeout_s, std::string interface) {
-            JobOptions job = job_options(-1, -1, "", "", timeout_s, "");
             ElasticJobOptions options;
             options.rendezvous = std::move(rendezvous);
             options.min_ranks = min_ranks;
             options.max_ranks = max_ranks;
-            options.timeout = job.timeout;
+            options.timeout = timeout_option("ringd.ElasticJob", timeout_s);
             options.interface = std::move(interface);
             nb::gil_scoped_release release;
             new (self) ElasticJob(options);
