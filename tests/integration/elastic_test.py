@@ -86,22 +86,12 @@ class ElasticProcesses:
                       f"{self.everything()}")
 
     def wait(self, timeout):
-        deadline = time.monotonic() + timeout
-        codes = []
-        for i, (process, _, _) in enumerate(self.processes):
-            try:
-                codes.append(process.wait(timeout=max(0.1, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise Failure(f"{self.name}: process {i} still running after {timeout} s "
-                              f"(hang?):\n{self.everything()}")
-        return codes
+        return harness.wait_all([p for p, _, _ in self.processes], timeout, lambda i: (
+            f"{self.name}: process {i} still running after {timeout} s (hang?):\n"
+            f"{self.everything()}"))
 
     def kill(self):
-        for process, _, _ in self.processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        harness.kill_all([p for p, _, _ in self.processes])
 
     def summary(self, i):
         path = os.path.join(self.directory, f"{self.name}{i}.json")

@@ -174,21 +174,32 @@ class Job:
         raise Failure(f"rank {rank} never printed {text!r}: {self.output(rank)}")
 
     def wait(self, timeout):
-        """Exit codes of every rank, and how long the slowest took; kills everything on timeout."""
-        deadline = time.monotonic() + timeout
-        codes = []
-        for rank, (process, _, _) in enumerate(self.processes):
-            try:
-                codes.append(process.wait(timeout=max(0.1, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                self.kill_all()
-                raise Failure(f"rank {rank} still running after {timeout} s (hang?); outputs: "
-                              + "\n".join(f"rank {r}: {self.output(r)}"
-                                          for r in range(len(self.processes))))
-        return codes
+        """Exit codes of every rank; kills everything on timeout."""
+        return wait_all([p for p, _, _ in self.processes], timeout, lambda rank: (
+            f"rank {rank} still running after {timeout} s (hang?); outputs: "
+            + "\n".join(f"rank {r}: {self.output(r)}" for r in range(len(self.processes)))))
 
     def kill_all(self):
-        for process, _, _ in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                process.wait()
+        kill_all([p for p, _, _ in self.processes])
+
+
+def wait_all(processes, timeout, hung):
+    """Exit codes of the Popen `processes`, `timeout` s for all of them; when one is still running
+    then, every one left is killed and Failure(hung(its index)) raised."""
+    deadline = time.monotonic() + timeout
+    codes = []
+    for i, process in enumerate(processes):
+        try:
+            codes.append(process.wait(timeout=max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            kill_all(processes)
+            raise Failure(hung(i))
+    return codes
+
+
+def kill_all(processes):
+    """SIGKILLs and reaps the Popen `processes` still running."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait()
