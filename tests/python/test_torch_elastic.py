@@ -4,8 +4,8 @@ and go on; a fifth process started later joins at the next commit and receives t
 epoch's samples are trained on, committed, exactly once across the processes (up to the sampler's
 padding), and every process ends with the same parameters."""
 import collections
-import pathlib
 import json
+import pathlib
 import os
 import socket
 import subprocess
@@ -19,18 +19,31 @@ from worker_launcher import WORKERS, free_port
 pytest.importorskip("torch")
 
 
-def start(out_dir, name, port, extra=()):
+def elastic_env(port, job_id, max_ranks):
+    """An elastic job's environment (min 2 ranks), without a launcher's rank variables."""
     env = dict(os.environ, RINGD_ELASTIC_RENDEZVOUS=f"127.0.0.1:{port}",
-               RINGD_ELASTIC_MIN_RANKS="2", RINGD_ELASTIC_MAX_RANKS="4",
-               RINGD_JOB_ID="torch-elastic-test", RINGD_JOB_SECRET="ringd-python-tests",
+               RINGD_ELASTIC_MIN_RANKS="2", RINGD_ELASTIC_MAX_RANKS=str(max_ranks),
+               RINGD_JOB_ID=job_id, RINGD_JOB_SECRET="ringd-python-tests",
                RINGD_TIMEOUT="20", RINGD_IFACE="lo", OMP_NUM_THREADS="1",
                PYTHONDONTWRITEBYTECODE="1")
-    for name_ in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "OMPI_COMM_WORLD_RANK"):
-        env.pop(name_, None)
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "OMPI_COMM_WORLD_RANK"):
+        env.pop(name, None)
+    return env
+
+
+def wait_for_store(port, explain):
+    """Until the first process serves the rendezvous store (60 s)."""
+    deadline = time.monotonic() + 60
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        assert time.monotonic() < deadline, explain()
+        time.sleep(0.05)
+
+
+def start(out_dir, name, port, extra=()):
     log = open(out_dir / f"{name}.log", "w")  # noqa: SIM115 - closed by the test
     return subprocess.Popen([sys.executable, str(WORKERS / "elastic_worker.py"), str(out_dir),
-                             name, *map(str, extra)], env=env, stdout=log,
-                            stderr=subprocess.STDOUT), log
+                             name, *map(str, extra)], env=elastic_env(port, "torch-elastic-test", 4),
+                            stdout=log, stderr=subprocess.STDOUT), log
 
 
 def lines(path):
@@ -42,10 +55,7 @@ def lines(path):
 def test_a_lost_process_and_a_newcomer(tmp_path):
     port = free_port()
     procs = [start(tmp_path, "p0", port)]
-    deadline = time.monotonic() + 60
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:  # p0 serves the store
-        assert time.monotonic() < deadline, (tmp_path / "p0.log").read_text()
-        time.sleep(0.05)
+    wait_for_store(port, lambda: (tmp_path / "p0.log").read_text())
     procs += [start(tmp_path, f"p{i}", port, [12] if i == 2 else []) for i in (1, 2, 3)]
     try:
         victim = procs[2][0]
@@ -102,11 +112,7 @@ def test_the_example_through_a_lost_process_and_a_newcomer(tmp_path):
     # epoch's line one is SIGKILLed, later a new one starts; the job ends at 3 ranks with every
     # epoch reported once and the CNN trained.
     port = free_port()
-    env = dict(os.environ, RINGD_ELASTIC_RENDEZVOUS=f"127.0.0.1:{port}",
-               RINGD_ELASTIC_MIN_RANKS="2", RINGD_ELASTIC_MAX_RANKS="3",
-               RINGD_JOB_ID="torch-elastic-example", RINGD_JOB_SECRET="ringd-python-tests",
-               RINGD_TIMEOUT="20", RINGD_IFACE="lo", OMP_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1")
+    env = elastic_env(port, "torch-elastic-example", 3)
     result = tmp_path / "result.json"
     command = [sys.executable, str(EXAMPLE), "--epochs", "3", "--limit-train", "4800",
                "--commit-every", "5", "--json", str(result)]
@@ -122,10 +128,7 @@ def test_the_example_through_a_lost_process_and_a_newcomer(tmp_path):
 
     try:
         start("p0")
-        deadline = time.monotonic() + 60
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.monotonic() < deadline, outputs()
-            time.sleep(0.05)
+        wait_for_store(port, outputs)
         start("p1")
         start("p2")
         deadline = time.monotonic() + 240

@@ -44,7 +44,7 @@ TrainConfig elastic_config() {
   return config;
 }
 
-job::ElasticJobOptions job_options(uint16_t) {
+job::ElasticJobOptions job_options() {
   job::ElasticJobOptions o;
   o.job_id = "elastic-train-test";
   o.bounds.min_ranks = 2;
@@ -71,7 +71,7 @@ void run_process(uint16_t port, const TrainConfig& config, const TrainData& data
                  const TrainHooks& hooks, Process* out) {
   try {
     TcpStore store("127.0.0.1", port, "elastic-train-secret");
-    job::ElasticJob job(store, job_options(port));
+    job::ElasticJob job(store, job_options());
     out->summary = run_elastic_train(job, config, data, hooks);
   } catch (const Lost&) {
     out->lost = true;
@@ -173,7 +173,7 @@ TEST(ElasticTrainTest, BelowMinRanksIsANamedTimeout) {
   const TrainData data = teacher_data(480, 0);
   TcpStoreServer server("127.0.0.1", 0, "elastic-train-secret");
   TcpStore store("127.0.0.1", server.port(), "elastic-train-secret");
-  job::ElasticJobOptions options = job_options(server.port());
+  job::ElasticJobOptions options = job_options();
   options.bounds.min_ranks = 3;
   options.bounds.timeout = milliseconds(800);
   options.who = "the only process";
